@@ -1,0 +1,178 @@
+// Copies between host and npu and between npu devices, stream-ordered.
+//
+// Contiguous same-dtype copies are runtime memcpys on the current stream of
+// the npu side; anything else (strides, broadcasting, dtype conversion) is
+// first made contiguous on the side where that is cheapest, with a device
+// kernel on npu. A non_blocking copy is asynchronous only when the host side
+// is pinned memory, as on CUDA; otherwise the copy completes before return.
+#include <ATen/ExpandUtils.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <torch/library.h>
+
+#include "aten/DeviceTensorView.h"
+#include "npu/NPUEvent.h"
+#include "npu/NPUException.h"
+#include "npu/NPUFunctions.h"
+#include "npu/NPUGuardImpl.h"
+#include "npu/NPUHostAllocator.h"
+#include "npu/NPUStream.h"
+#include "npu/NPUWork.h"
+
+namespace c10_npu::aten {
+namespace {
+
+bool is_npu(const at::Tensor& t) {
+  return t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+size_t nbytes(const at::Tensor& t) {
+  return static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+// dst.copy_(src) as device work on `stream`; handles strides, broadcasting
+// (zero strides) and dtype conversion with PyTorch's CPU copy kernel.
+void launch_strided_copy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor& src) {
+  launch_host_work(stream, "aten::copy_", [dst = TensorDesc(dst), src = TensorDesc(src)] {
+    dst.cpu_view().copy_(src.cpu_view());
+  });
+}
+
+// A contiguous npu tensor on src's device with the values of `src` as dtype
+// `dtype`, shaped like `shape` (src may broadcast to it).
+at::Tensor contiguous_on_device(const at::Tensor& src, c10::ScalarType dtype, c10::IntArrayRef shape) {
+  if (src.is_contiguous() && src.scalar_type() == dtype && src.sizes().equals(shape)) {
+    return src;
+  }
+  const NPUGuard guard(src.device());
+  at::Tensor out = at::empty(shape, src.options().dtype(dtype));
+  launch_strided_copy(getCurrentNPUStream(src.device().index()), out, src.expand(shape));
+  return out;
+}
+
+void memcpy_async(void* dst, const void* src, size_t count, aclrtMemcpyKind kind, const NPUStream& stream) {
+  if (count == 0) {
+    return;
+  }
+  NPU_CHECK(acl::api().aclrtMemcpyAsync(dst, count, src, count, kind, stream.stream()));
+  if (launch_blocking()) {
+    stream.synchronize();
+  }
+}
+
+void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  const NPUGuard guard(dst.device());
+  const NPUStream stream = getCurrentNPUStream(dst.device().index());
+  // The host side, contiguous, of dst's dtype and shape (CPU work if needed).
+  at::Tensor host = src;
+  if (!(src.is_contiguous() && src.scalar_type() == dst.scalar_type() && src.sizes().equals(dst.sizes()))) {
+    host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  }
+  at::Tensor device = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+  ensure_device_context(dst.device().index());
+  memcpy_async(device.data_ptr(), host.const_data_ptr(), nbytes(host), ACL_MEMCPY_HOST_TO_DEVICE, stream);
+  if (!device.is_same(dst)) {
+    launch_strided_copy(stream, dst, device);
+  }
+  const bool async = non_blocking && host.is_same(src) && NPUHostAllocator::is_pinned_ptr(host.const_data_ptr());
+  if (async) {
+    // Keep the pinned block from being reused before the copy has run.
+    NPUHostAllocator::record_event(
+        const_cast<void*>(host.const_data_ptr()), host.storage().data_ptr().get_context(), stream);
+  } else {
+    stream.synchronize();
+  }
+}
+
+void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  const NPUGuard guard(src.device());
+  const NPUStream stream = getCurrentNPUStream(src.device().index());
+  const at::Tensor device = contiguous_on_device(src, dst.scalar_type(), dst.sizes());
+  const bool direct = dst.is_contiguous();
+  at::Tensor host = direct ? dst : at::empty(dst.sizes(), dst.options().memory_format(c10::MemoryFormat::Contiguous));
+  ensure_device_context(src.device().index());
+  memcpy_async(host.mutable_data_ptr(), device.const_data_ptr(), nbytes(device), ACL_MEMCPY_DEVICE_TO_HOST, stream);
+  const bool async = non_blocking && direct && NPUHostAllocator::is_pinned_ptr(dst.const_data_ptr());
+  if (async) {
+    NPUHostAllocator::record_event(dst.mutable_data_ptr(), dst.storage().data_ptr().get_context(), stream);
+    return;
+  }
+  stream.synchronize();
+  if (!direct) {
+    dst.copy_(host);
+  }
+}
+
+void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src) {
+  const auto dst_device = dst.device().index();
+  const auto src_device = src.device().index();
+  if (dst_device == src_device) {
+    const NPUGuard guard(dst.device());
+    const NPUStream stream = getCurrentNPUStream(dst_device);
+    if (dst.is_contiguous() && src.is_contiguous() && dst.scalar_type() == src.scalar_type() &&
+        dst.sizes().equals(src.sizes())) {
+      ensure_device_context(dst_device);
+      memcpy_async(dst.data_ptr(), src.const_data_ptr(), nbytes(dst), ACL_MEMCPY_DEVICE_TO_DEVICE, stream);
+    } else {
+      launch_strided_copy(stream, dst, src.expand(dst.sizes()));
+    }
+    return;
+  }
+  // Across devices: a contiguous source on its own device, then a memcpy on
+  // the destination's stream, ordered both ways with events so that neither
+  // side's memory is reused while the copy is pending.
+  const at::Tensor source = contiguous_on_device(src, dst.scalar_type(), dst.sizes());
+  const NPUStream src_stream = getCurrentNPUStream(src_device);
+  const NPUStream dst_stream = getCurrentNPUStream(dst_device);
+  NPUEvent source_ready;
+  source_ready.record(src_stream);
+  source_ready.block(dst_stream);
+
+  const NPUGuard guard(dst.device());
+  at::Tensor target = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+  ensure_device_context(dst_device);
+  memcpy_async(target.data_ptr(), source.const_data_ptr(), nbytes(target), ACL_MEMCPY_DEVICE_TO_DEVICE, dst_stream);
+  if (!target.is_same(dst)) {
+    launch_strided_copy(dst_stream, dst, target);
+  }
+  NPUEvent copy_done;
+  copy_done.record(dst_stream);
+  copy_done.block(src_stream);
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const at::Tensor& src = self;
+  TORCH_CHECK(
+      at::is_expandable_to(src.sizes(), dst.sizes()), "copy_: the source of shape ", src.sizes(),
+      " cannot be copied into a tensor of shape ", dst.sizes(),
+      " (it must have the same shape or broadcast to it).");
+  if (dst.numel() == 0) {
+    return dst;
+  }
+  if (is_npu(dst) && is_npu(src)) {
+    copy_device_to_device(dst, src);
+  } else if (is_npu(dst)) {
+    TORCH_CHECK(src.device().is_cpu(), "Copying from ", src.device(), " to npu is not supported; copy through the CPU.");
+    copy_host_to_device(dst, src, non_blocking);
+  } else {
+    TORCH_CHECK(dst.device().is_cpu(), "Copying from npu to ", dst.device(), " is not supported; copy through the CPU.");
+    copy_device_to_host(dst, src, non_blocking);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (!dst.sizes().equals(self.sizes())) {
+    dst.resize_(self.sizes());
+  }
+  return copy_from(self, dst, false);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+} // namespace c10_npu::aten

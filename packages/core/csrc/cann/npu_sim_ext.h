@@ -1,0 +1,57 @@
+// Functions the NPU simulator offers beyond CANN's runtime API.
+//
+// Real CANN runs device work as compiled kernels (aclnn, aclop); the
+// simulator instead runs host functions on a stream's worker thread, on
+// device memory. These entry points are resolved at run time like the acl
+// functions; on real CANN they are absent, and torch-npu uses CANN's own
+// kernels there.
+#pragma once
+
+#include "acl_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// One piece of device work. The simulator calls `run(ctx)` on the worker
+// thread of the stream it was launched on, after all earlier work of that
+// stream, and calls `release(ctx)` exactly once when it no longer needs the
+// work (right after run, or when a captured model holding it is destroyed:
+// captured work may run many times before it is released).
+//
+// `run` returns ACL_SUCCESS or an error; before failing it may call
+// npuSimSetWorkError with a message. A failure is reported (error code
+// ACL_ERROR_RT_AICORE_EXCEPTION and aclGetRecentErrMsg naming the work) by
+// the next synchronizing call on that stream or device.
+typedef struct npuSimWork {
+  const char* name; // kernel name, static storage; shows in errors/profiles
+  aclError (*run)(void* ctx);
+  void (*release)(void* ctx); // may be null
+  void* ctx;
+} npuSimWork;
+
+// Enqueues `work` on `stream` (null: the current device's default stream).
+// `workId`, when not null, receives a process-unique id of this launch.
+aclError npuSimLaunchWork(aclrtStream stream, const npuSimWork* work,
+                          uint64_t* workId);
+
+// Sets the message of the error the running work is about to return.
+void npuSimSetWorkError(const char* message);
+
+// Offset to add to a device address to get an address the host may
+// dereference inside device work. Zero unless the memory checker is on, in
+// which case device addresses themselves are inaccessible to the host.
+// Constant for the life of the process.
+aclError npuSimGetHostAccessOffset(intptr_t* offset);
+
+// Device ordinal and stream priority of a stream (null: default stream of
+// the current device).
+aclError npuSimStreamGetDevice(aclrtStream stream, int32_t* deviceId);
+
+// Describes the simulator configuration in effect, e.g.
+// "devices=8 capacity=17179869184 checker=on cann=9.0.0". Never null.
+const char* npuSimDescribe(void);
+
+#ifdef __cplusplus
+} // extern "C"
+#endif

@@ -1,0 +1,631 @@
+#include "npu/NPUCachingAllocator.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include <c10/core/Allocator.h>
+#include <c10/util/flat_hash_map.h>
+
+#include "npu/NPUEvent.h"
+#include "npu/NPUException.h"
+#include "npu/NPUFunctions.h"
+
+namespace c10_npu::NPUCachingAllocator {
+namespace {
+
+using c10::CachingAllocator::format_size;
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
+using c10::CachingAllocator::StatType;
+
+// Sizes as in CUDA's allocator, which Ascend's allocator also follows.
+constexpr size_t kMinBlockSize = 512;      // every block is a multiple of this
+constexpr size_t kSmallSize = 1048576;     // largest "small" request: 1 MiB
+constexpr size_t kSmallBuffer = 2097152;   // segment for small requests: 2 MiB
+constexpr size_t kLargeBuffer = 20971520;  // segment for 1-10 MiB requests
+constexpr size_t kMinLargeAlloc = 10485760; // above: segment sized to request
+constexpr size_t kRoundLarge = 2097152;    // large segments round to 2 MiB
+
+struct Block;
+
+struct BlockComparator {
+  bool operator()(const Block* a, const Block* b) const;
+};
+
+struct BlockPool {
+  explicit BlockPool(bool small) : is_small(small) {}
+  std::set<Block*, BlockComparator> blocks;
+  const bool is_small;
+};
+
+struct Block {
+  Block(c10::DeviceIndex device, aclrtStream stream, size_t size, BlockPool* pool, void* ptr)
+      : device(device), stream(stream), size(size), pool(pool), ptr(ptr) {}
+  // A search key for BlockPool lookups.
+  Block(aclrtStream stream, size_t size) : stream(stream), size(size) {}
+
+  bool is_split() const { return prev != nullptr || next != nullptr; }
+
+  c10::DeviceIndex device = -1;
+  aclrtStream stream = nullptr; // the stream the block was allocated on
+  size_t size = 0;              // block size in bytes
+  size_t requested_size = 0;    // what the caller asked for
+  BlockPool* pool = nullptr;
+  void* ptr = nullptr;
+  bool allocated = false;
+  Block* prev = nullptr; // neighbours inside the same segment
+  Block* next = nullptr;
+  int event_count = 0; // outstanding events of other streams' uses
+  std::vector<c10::Stream> stream_uses; // streams other than `stream`
+};
+
+bool BlockComparator::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) {
+    return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
+  }
+  if (a->size != b->size) {
+    return a->size < b->size;
+  }
+  return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+}
+
+size_t round_size(size_t size) {
+  if (size < kMinBlockSize) {
+    return kMinBlockSize;
+  }
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+size_t segment_size_for(size_t size) {
+  if (size <= kSmallSize) {
+    return kSmallBuffer;
+  }
+  if (size < kMinLargeAlloc) {
+    return kLargeBuffer;
+  }
+  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+void update(StatArray& stats, const BlockPool& pool, int64_t amount) {
+  const size_t pool_type = static_cast<size_t>(
+      pool.is_small ? StatType::SMALL_POOL : StatType::LARGE_POOL);
+  for (const size_t type : {static_cast<size_t>(StatType::AGGREGATE), pool_type}) {
+    if (amount >= 0) {
+      stats[type].increase(static_cast<size_t>(amount));
+    } else {
+      stats[type].decrease(static_cast<size_t>(-amount));
+    }
+  }
+}
+
+// The caching allocator of one device. Thread-safe.
+class DeviceCachingAllocator {
+ public:
+  explicit DeviceCachingAllocator(c10::DeviceIndex device)
+      : device_(device), large_blocks_(false), small_blocks_(true) {}
+
+  Block* malloc(size_t requested, aclrtStream stream) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (C10_UNLIKELY(!outstanding_events_.empty())) {
+      process_events(/*wait=*/false);
+    }
+    const size_t size = round_size(requested);
+    BlockPool& pool = size <= kSmallSize ? small_blocks_ : large_blocks_;
+
+    Block* block = take_cached_block(pool, stream, size);
+    if (block == nullptr) {
+      block = new_segment(pool, stream, size, requested, lock);
+    }
+    if (should_split(*block, size)) {
+      // Carve the front of the block; the rest stays cached in the pool.
+      Block* remaining = block;
+      block = new Block(device_, stream, size, &pool, remaining->ptr);
+      block->prev = remaining->prev;
+      if (block->prev != nullptr) {
+        block->prev->next = block;
+      }
+      block->next = remaining;
+      remaining->prev = block;
+      remaining->ptr = static_cast<char*>(remaining->ptr) + size;
+      remaining->size -= size;
+      pool_insert(remaining);
+    }
+    block->allocated = true;
+    block->requested_size = requested;
+    update(stats_.allocation, pool, 1);
+    update(stats_.allocated_bytes, pool, static_cast<int64_t>(block->size));
+    update(stats_.active, pool, 1);
+    update(stats_.active_bytes, pool, static_cast<int64_t>(block->size));
+    update(stats_.requested_bytes, pool, static_cast<int64_t>(requested));
+    return block;
+  }
+
+  void free(Block* block) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    block->allocated = false;
+    BlockPool& pool = *block->pool;
+    update(stats_.allocation, pool, -1);
+    update(stats_.allocated_bytes, pool, -static_cast<int64_t>(block->size));
+    update(stats_.requested_bytes, pool, -static_cast<int64_t>(block->requested_size));
+    if (!block->stream_uses.empty()) {
+      // Other streams may still use the memory: cache it only once events
+      // recorded on them now have completed.
+      for (const auto& stream : block->stream_uses) {
+        NPUEvent event;
+        event.record(NPUStream(stream));
+        ++block->event_count;
+        outstanding_events_.emplace_back(std::move(event), block);
+      }
+      block->stream_uses.clear();
+      return;
+    }
+    free_block(block);
+  }
+
+  void record_stream(Block* block, c10::Stream stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (NPUStream(stream).stream() == block->stream) {
+      return;
+    }
+    if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
+        block->stream_uses.end()) {
+      block->stream_uses.push_back(stream);
+    }
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_cached_blocks();
+  }
+
+  DeviceStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void reset_accumulated_stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (StatArray* array : all_stat_arrays()) {
+      for (Stat& stat : *array) {
+        stat.reset_accumulated();
+      }
+    }
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+    stats_.num_sync_all_streams = 0;
+    stats_.num_device_alloc = 0;
+    stats_.num_device_free = 0;
+    stats_.oversize_allocations.reset_accumulated();
+    stats_.oversize_segments.reset_accumulated();
+  }
+
+  void reset_peak_stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (StatArray* array : all_stat_arrays()) {
+      for (Stat& stat : *array) {
+        stat.reset_peak();
+      }
+    }
+    stats_.oversize_allocations.reset_peak();
+    stats_.oversize_segments.reset_peak();
+  }
+
+  void set_memory_fraction(double fraction) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fraction_ = fraction;
+    const size_t total = memory_info().second;
+    allowed_maximum_ = static_cast<size_t>(fraction * static_cast<double>(total));
+  }
+
+  double memory_fraction() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fraction_;
+  }
+
+  std::pair<size_t, size_t> memory_info() {
+    ensure_device_context(device_);
+    size_t free = 0;
+    size_t total = 0;
+    NPU_CHECK(acl::api().aclrtGetMemInfo(ACL_HBM_MEM, &free, &total));
+    return {free, total};
+  }
+
+ private:
+  std::array<StatArray*, 9> all_stat_arrays() {
+    return {&stats_.allocation, &stats_.segment, &stats_.active,
+            &stats_.inactive_split, &stats_.allocated_bytes,
+            &stats_.reserved_bytes, &stats_.active_bytes,
+            &stats_.inactive_split_bytes, &stats_.requested_bytes};
+  }
+
+  // Cached blocks that are split parts of a segment count as inactive splits.
+  void pool_insert(Block* block) {
+    block->pool->blocks.insert(block);
+    if (block->is_split()) {
+      update(stats_.inactive_split, *block->pool, 1);
+      update(stats_.inactive_split_bytes, *block->pool, static_cast<int64_t>(block->size));
+    }
+  }
+
+  void pool_erase(Block* block) {
+    block->pool->blocks.erase(block);
+    if (block->is_split()) {
+      update(stats_.inactive_split, *block->pool, -1);
+      update(stats_.inactive_split_bytes, *block->pool, -static_cast<int64_t>(block->size));
+    }
+  }
+
+  Block* take_cached_block(BlockPool& pool, aclrtStream stream, size_t size) {
+    Block key(stream, size);
+    auto it = pool.blocks.lower_bound(&key);
+    if (it == pool.blocks.end() || (*it)->stream != stream) {
+      return nullptr;
+    }
+    Block* block = *it;
+    pool_erase(block);
+    return block;
+  }
+
+  static bool should_split(const Block& block, size_t size) {
+    const size_t remaining = block.size - size;
+    return block.pool->is_small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  }
+
+  Block* new_segment(BlockPool& pool, aclrtStream stream, size_t size,
+                     size_t requested, std::unique_lock<std::mutex>& lock) {
+    const size_t segment_size = segment_size_for(size);
+    void* ptr = device_malloc(segment_size);
+    if (ptr == nullptr) {
+      // Give the cache back to the device and try once more.
+      ++stats_.num_alloc_retries;
+      release_cached_blocks();
+      ptr = device_malloc(segment_size);
+    }
+    if (ptr == nullptr) {
+      ++stats_.num_ooms;
+      raise_out_of_memory(requested, segment_size, lock);
+    }
+    ++stats_.num_device_alloc;
+    update(stats_.segment, pool, 1);
+    update(stats_.reserved_bytes, pool, static_cast<int64_t>(segment_size));
+    return new Block(device_, stream, segment_size, &pool, ptr);
+  }
+
+  size_t reserved() const {
+    return static_cast<size_t>(
+        stats_.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+  }
+
+  // Device memory from the runtime; null when the device (or the process's
+  // memory fraction) is out of memory.
+  void* device_malloc(size_t size) {
+    if (reserved() + size > allowed_maximum_) {
+      return nullptr;
+    }
+    ensure_device_context(device_);
+    void* ptr = nullptr;
+    const aclError err = acl::api().aclrtMalloc(&ptr, size, ACL_MEM_MALLOC_HUGE_FIRST);
+    if (err == ACL_ERROR_RT_MEMORY_ALLOCATION || err == ACL_ERROR_BAD_ALLOC ||
+        err == ACL_ERROR_RT_DEVICE_OOM) {
+      acl::api().aclGetRecentErrMsg(); // consumed: we report our own message
+      return nullptr;
+    }
+    NPU_CHECK(err);
+    return ptr;
+  }
+
+  [[noreturn]] void raise_out_of_memory(size_t requested, size_t segment_size,
+                                        std::unique_lock<std::mutex>& lock) {
+    const auto [free, total] = memory_info();
+    const size_t allocated = static_cast<size_t>(
+        stats_.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+    const size_t reserved_now = reserved();
+    std::string limit;
+    if (allowed_maximum_ != std::numeric_limits<size_t>::max()) {
+      limit = " This process is limited to " + format_size(allowed_maximum_) +
+          " by torch.npu.set_per_process_memory_fraction(" +
+          std::to_string(fraction_) + ").";
+    }
+    lock.unlock();
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false, "NPU out of memory. Tried to allocate ",
+        format_size(requested), " (a new segment of ", format_size(segment_size),
+        "). npu:", static_cast<int>(device_), " has a total capacity of ",
+        format_size(total), " of which ", format_size(free), " is free.", limit,
+        " Of the memory in use by this process, ", format_size(allocated),
+        " is allocated by PyTorch and ", format_size(reserved_now - allocated),
+        " is reserved by PyTorch but unallocated (", format_size(reserved_now),
+        " reserved in total). Free tensors you no longer need, call "
+        "torch.npu.empty_cache(), or reduce the batch size.");
+  }
+
+  void free_block(Block* block) {
+    BlockPool& pool = *block->pool;
+    const size_t original_size = block->size;
+    for (Block* neighbour : {block->prev, block->next}) {
+      try_merge(block, neighbour);
+    }
+    update(stats_.active, pool, -1);
+    update(stats_.active_bytes, pool, -static_cast<int64_t>(original_size));
+    pool_insert(block);
+  }
+
+  // Merges the free neighbour `src` into `dst` (not in the pool).
+  void try_merge(Block* dst, Block* src) {
+    if (src == nullptr || src->allocated || src->event_count > 0 ||
+        !src->stream_uses.empty()) {
+      return;
+    }
+    pool_erase(src);
+    if (dst->prev == src) {
+      dst->ptr = src->ptr;
+      dst->prev = src->prev;
+      if (dst->prev != nullptr) {
+        dst->prev->next = dst;
+      }
+    } else {
+      dst->next = src->next;
+      if (dst->next != nullptr) {
+        dst->next->prev = dst;
+      }
+    }
+    dst->size += src->size;
+    delete src;
+  }
+
+  void process_events(bool wait) {
+    for (auto it = outstanding_events_.begin(); it != outstanding_events_.end();) {
+      if (wait) {
+        it->first.synchronize();
+      } else if (!it->first.query()) {
+        ++it;
+        continue;
+      }
+      Block* block = it->second;
+      it = outstanding_events_.erase(it);
+      if (--block->event_count == 0) {
+        free_block(block);
+      }
+    }
+  }
+
+  // Returns every whole cached segment to the runtime. Work still queued on
+  // the device may use cached blocks of its own stream, so drain it first
+  // (the runtime's free is not stream-ordered).
+  void release_cached_blocks() {
+    ensure_device_context(device_);
+    NPU_CHECK(acl::api().aclrtSynchronizeDevice());
+    ++stats_.num_sync_all_streams;
+    process_events(/*wait=*/true);
+    for (BlockPool* pool : {&large_blocks_, &small_blocks_}) {
+      for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
+        Block* block = *it;
+        if (block->is_split()) {
+          ++it;
+          continue;
+        }
+        it = pool->blocks.erase(it);
+        NPU_CHECK(acl::api().aclrtFree(block->ptr));
+        ++stats_.num_device_free;
+        update(stats_.segment, *pool, -1);
+        update(stats_.reserved_bytes, *pool, -static_cast<int64_t>(block->size));
+        delete block;
+      }
+    }
+  }
+
+  const c10::DeviceIndex device_;
+  std::mutex mutex_;
+  DeviceStats stats_;
+  BlockPool large_blocks_;
+  BlockPool small_blocks_;
+  std::deque<std::pair<NPUEvent, Block*>> outstanding_events_;
+  double fraction_ = 1.0;
+  size_t allowed_maximum_ = std::numeric_limits<size_t>::max();
+};
+
+void delete_device_ptr(void* ptr);
+
+class NPUAllocatorImpl final : public NPUAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    const auto device = current_device();
+    if (nbytes == 0) {
+      return {nullptr, nullptr, &delete_device_ptr,
+              c10::Device(c10::DeviceType::PrivateUse1, device)};
+    }
+    void* ptr = malloc(device, nbytes, getCurrentNPUStream(device).stream());
+    return {ptr, ptr, &delete_device_ptr,
+            c10::Device(c10::DeviceType::PrivateUse1, device)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &delete_device_ptr;
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count == 0) {
+      return;
+    }
+    const NPUStream stream = getCurrentNPUStream();
+    NPU_CHECK(acl::api().aclrtMemcpyAsync(
+        dest, count, src, count, ACL_MEMCPY_DEVICE_TO_DEVICE, stream.stream()));
+    stream.synchronize();
+  }
+
+  bool initialized() override {
+    return true;
+  }
+
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    empty_cache_all();
+  }
+
+  void empty_cache_all() override {
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      if (auto* allocator = existing(d)) {
+        allocator->empty_cache();
+      }
+    }
+  }
+
+  void recordStream(const c10::DataPtr& data_ptr, c10::Stream stream) override {
+    if (data_ptr.get() == nullptr) {
+      return;
+    }
+    Block* block = find_block(data_ptr.get());
+    TORCH_CHECK(block != nullptr,
+                "record_stream: the tensor's memory was not allocated by the NPU caching allocator");
+    device_allocator(block->device).record_stream(block, stream);
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    auto* allocator = existing(device);
+    return allocator ? allocator->stats() : DeviceStats();
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    if (auto* allocator = existing(device)) {
+      allocator->reset_accumulated_stats();
+    }
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    if (auto* allocator = existing(device)) {
+      allocator->reset_peak_stats();
+    }
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    check_device_index(device);
+    return device_allocator(device).memory_info();
+  }
+
+  void* raw_alloc(size_t nbytes) override {
+    const auto device = current_device();
+    return raw_alloc_with_stream(nbytes, getCurrentNPUStream(device).stream());
+  }
+
+  void* raw_alloc_with_stream(size_t nbytes, aclrtStream stream) override {
+    if (nbytes == 0) {
+      return nullptr;
+    }
+    return malloc(current_device(), nbytes, stream);
+  }
+
+  void raw_delete(void* ptr) override {
+    free(ptr);
+  }
+
+  void set_memory_fraction(double fraction, c10::DeviceIndex device) override {
+    check_device_index(device);
+    TORCH_CHECK(
+        fraction >= 0 && fraction <= 1, "Invalid memory fraction ", fraction,
+        ": set_per_process_memory_fraction takes a value between 0 and 1.");
+    device_allocator(device).set_memory_fraction(fraction);
+  }
+
+  double get_memory_fraction(c10::DeviceIndex device) override {
+    check_device_index(device);
+    auto* allocator = existing(device);
+    return allocator ? allocator->memory_fraction() : 1.0;
+  }
+
+  void free(void* ptr) {
+    if (ptr == nullptr) {
+      return;
+    }
+    Block* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(blocks_mutex_);
+      auto it = allocated_blocks_.find(ptr);
+      TORCH_CHECK(it != allocated_blocks_.end(), "NPU caching allocator: invalid device pointer ", ptr);
+      block = it->second;
+      allocated_blocks_.erase(it);
+    }
+    device_allocator(block->device).free(block);
+  }
+
+ private:
+  void* malloc(c10::DeviceIndex device, size_t nbytes, aclrtStream stream) {
+    Block* block = device_allocator(device).malloc(nbytes, stream);
+    {
+      std::lock_guard<std::mutex> lock(blocks_mutex_);
+      allocated_blocks_[block->ptr] = block;
+    }
+    return block->ptr;
+  }
+
+  Block* find_block(void* ptr) {
+    std::lock_guard<std::mutex> lock(blocks_mutex_);
+    auto it = allocated_blocks_.find(ptr);
+    return it == allocated_blocks_.end() ? nullptr : it->second;
+  }
+
+  DeviceCachingAllocator* existing(c10::DeviceIndex device) {
+    return device_allocators_[device].load(std::memory_order_acquire);
+  }
+
+  DeviceCachingAllocator& device_allocator(c10::DeviceIndex device) {
+    DeviceCachingAllocator* allocator = existing(device);
+    if (C10_LIKELY(allocator != nullptr)) {
+      return *allocator;
+    }
+    check_device_index(device);
+    std::lock_guard<std::mutex> lock(create_mutex_);
+    allocator = existing(device);
+    if (allocator == nullptr) {
+      allocator = new DeviceCachingAllocator(device);
+      device_allocators_[device].store(allocator, std::memory_order_release);
+    }
+    return *allocator;
+  }
+
+  std::mutex create_mutex_;
+  std::array<std::atomic<DeviceCachingAllocator*>, kMaxDevices> device_allocators_{};
+  std::mutex blocks_mutex_;
+  ska::flat_hash_map<void*, Block*> allocated_blocks_;
+};
+
+// Leaked on purpose: tensors may be freed by other static destructors.
+NPUAllocatorImpl* const g_allocator = new NPUAllocatorImpl();
+
+void delete_device_ptr(void* ptr) {
+  g_allocator->free(ptr);
+}
+
+struct RegisterAllocator {
+  RegisterAllocator() {
+    c10::SetAllocator(c10::DeviceType::PrivateUse1, g_allocator);
+  }
+} g_register_allocator;
+
+} // namespace
+
+NPUAllocator* get() {
+  return g_allocator;
+}
+
+DeviceStats getDeviceStats(c10::DeviceIndex device) {
+  return g_allocator->getDeviceStats(device);
+}
+
+void emptyCache() {
+  g_allocator->empty_cache_all();
+}
+
+void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
+  g_allocator->recordStream(ptr, stream.unwrap());
+}
+
+} // namespace c10_npu::NPUCachingAllocator

@@ -1,0 +1,51 @@
+// Device-level runtime functions: device count, the per-thread current
+// device, lazy initialisation, synchronisation, fork safety.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include "npu/Macros.h"
+
+namespace c10_npu {
+
+// Upper bound on devices per process (storage for per-device tables).
+constexpr c10::DeviceIndex kMaxDevices = 64;
+
+// Number of visible devices. Never throws and never initialises a device or
+// starts a thread: 0 when no runtime can be loaded.
+TORCH_NPU_API c10::DeviceIndex device_count() noexcept;
+
+// Throws the one "invalid device index" message used everywhere (set_device,
+// factories, generators, map_location, streams) unless 0 <= index < count.
+TORCH_NPU_API void check_device_index(c10::DeviceIndex index);
+
+// The calling thread's current device (0 unless set), like CUDA.
+TORCH_NPU_API c10::DeviceIndex current_device();
+
+// Sets the calling thread's current device and initialises it.
+TORCH_NPU_API void set_device(c10::DeviceIndex index);
+
+// Sets the device and returns the previous one; -1 is a no-op.
+TORCH_NPU_API c10::DeviceIndex exchange_device(c10::DeviceIndex index);
+
+// Makes `index` the runtime's device for this thread (acl calls need it) and
+// initialises the device on first use. Cheap when already current.
+TORCH_NPU_API void ensure_device_context(c10::DeviceIndex index);
+
+// Whether the device has been initialised in this process.
+TORCH_NPU_API bool is_device_initialized(c10::DeviceIndex index);
+
+// One-time process initialisation (aclInit). Throws the fork error in a
+// forked child of a process that had initialised the NPU.
+TORCH_NPU_API void lazy_init();
+TORCH_NPU_API bool is_initialized();
+TORCH_NPU_API bool is_in_bad_fork();
+
+// Waits for all work of every stream of `index` (current device if -1).
+TORCH_NPU_API void device_synchronize(c10::DeviceIndex index = -1);
+
+// ASCEND_LAUNCH_BLOCKING=1: every enqueue is followed by a synchronisation,
+// so errors surface at the call that caused them.
+TORCH_NPU_API bool launch_blocking();
+
+} // namespace c10_npu

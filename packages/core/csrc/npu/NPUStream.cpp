@@ -1,0 +1,145 @@
+#include "npu/NPUStream.h"
+
+#include <array>
+#include <atomic>
+#include <mutex>
+
+#include "npu/NPUException.h"
+#include "npu/NPUFunctions.h"
+
+namespace c10_npu {
+namespace {
+
+// Priority levels inside a pool: 0 normal, 1 high.
+constexpr int kPriorityLevels = 2;
+// CANN stream priorities run from 0 (highest) to 7 (lowest).
+constexpr uint32_t kAclPriorityForLevel[kPriorityLevels] = {4, 0};
+
+struct DeviceStreams {
+  std::once_flag default_once;
+  aclrtStream default_stream = nullptr;
+  std::array<std::once_flag, kPriorityLevels> pool_once;
+  std::array<std::array<aclrtStream, kStreamsPerPool>, kPriorityLevels> pool{};
+  std::array<std::atomic<uint32_t>, kPriorityLevels> next{};
+};
+
+std::array<DeviceStreams, kMaxDevices>& all_streams() {
+  // Leaked on purpose: streams may be used by other static destructors.
+  static auto* streams = new std::array<DeviceStreams, kMaxDevices>();
+  return *streams;
+}
+
+// Per thread, per device: the current stream id (0 = default).
+thread_local std::array<c10::StreamId, kMaxDevices> tls_current_ids{};
+
+c10::StreamId pool_stream_id(int level, int index) {
+  return 1 + level * kStreamsPerPool + index;
+}
+
+int level_of(c10::StreamId id) {
+  return static_cast<int>((id - 1) / kStreamsPerPool);
+}
+
+int index_of(c10::StreamId id) {
+  return static_cast<int>((id - 1) % kStreamsPerPool);
+}
+
+c10::DeviceIndex resolve_device(c10::DeviceIndex device) {
+  if (device < 0) {
+    device = current_device();
+  }
+  check_device_index(device);
+  return device;
+}
+
+aclrtStream default_stream_handle(c10::DeviceIndex device) {
+  auto& streams = all_streams()[device];
+  std::call_once(streams.default_once, [&] {
+    ensure_device_context(device);
+    NPU_CHECK(acl::api().aclrtCreateStreamWithConfig(
+        &streams.default_stream, kAclPriorityForLevel[0], 0));
+  });
+  return streams.default_stream;
+}
+
+void ensure_pool(c10::DeviceIndex device, int level) {
+  auto& streams = all_streams()[device];
+  std::call_once(streams.pool_once[level], [&] {
+    ensure_device_context(device);
+    for (int i = 0; i < kStreamsPerPool; ++i) {
+      NPU_CHECK(acl::api().aclrtCreateStreamWithConfig(
+          &streams.pool[level][i], kAclPriorityForLevel[level], 0));
+    }
+  });
+}
+
+NPUStream make_stream(c10::DeviceIndex device, c10::StreamId id) {
+  return NPUStream(
+      NPUStream::UNCHECKED,
+      c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
+}
+
+} // namespace
+
+aclrtStream NPUStream::stream() const {
+  const auto device = device_index();
+  const auto id = this->id();
+  if (id == 0) {
+    return default_stream_handle(device);
+  }
+  const int level = level_of(id);
+  TORCH_CHECK(
+      level >= 0 && level < kPriorityLevels,
+      "Invalid NPU stream id ", id, " on npu:", static_cast<int>(device));
+  ensure_pool(device, level);
+  return all_streams()[device].pool[level][index_of(id)];
+}
+
+bool NPUStream::query() const {
+  ensure_device_context(device_index());
+  aclrtStreamStatus status = ACL_STREAM_STATUS_RESERVED;
+  NPU_CHECK(acl::api().aclrtStreamQuery(stream(), &status));
+  return status == ACL_STREAM_STATUS_COMPLETE;
+}
+
+void NPUStream::synchronize() const {
+  ensure_device_context(device_index());
+  NPU_CHECK(acl::api().aclrtSynchronizeStream(stream()));
+}
+
+int NPUStream::priority() const {
+  return id() != 0 && level_of(id()) == 1 ? kHighPriority : kNormalPriority;
+}
+
+NPUStream getStreamFromPool(const bool isHighPriority, c10::DeviceIndex device) {
+  return getStreamFromPool(isHighPriority ? kHighPriority : kNormalPriority, device);
+}
+
+NPUStream getStreamFromPool(const int priority, c10::DeviceIndex device) {
+  device = resolve_device(device);
+  const int level = priority < 0 ? 1 : 0;
+  auto& streams = all_streams()[device];
+  const uint32_t index = streams.next[level].fetch_add(1) % kStreamsPerPool;
+  return make_stream(device, pool_stream_id(level, static_cast<int>(index)));
+}
+
+NPUStream getDefaultNPUStream(c10::DeviceIndex device) {
+  return make_stream(resolve_device(device), 0);
+}
+
+NPUStream getCurrentNPUStream(c10::DeviceIndex device) {
+  device = resolve_device(device);
+  return make_stream(device, tls_current_ids[device]);
+}
+
+void setCurrentNPUStream(NPUStream stream) {
+  const auto device = stream.device_index();
+  check_device_index(device);
+  tls_current_ids[device] = stream.id();
+}
+
+std::ostream& operator<<(std::ostream& out, const NPUStream& s) {
+  return out << s.unwrap();
+}
+
+} // namespace c10_npu

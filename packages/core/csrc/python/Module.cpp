@@ -1,0 +1,229 @@
+// torch_npu._C: the Python bindings of the npu runtime. The public API is the
+// Python package torch_npu.npu (torch.npu); these are its private building
+// blocks and keep to plain values (ints, tuples, dicts).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <torch/csrc/Generator.h>
+
+#include <chrono>
+#include <thread>
+
+#include "npu/AclInterface.h"
+#include "npu/NPUCachingAllocator.h"
+#include "npu/NPUException.h"
+#include "npu/NPUFunctions.h"
+#include "npu/NPUGenerator.h"
+#include "npu/NPUHostAllocator.h"
+#include "npu/NPUStream.h"
+#include "npu/NPUWork.h"
+
+namespace py = pybind11;
+
+namespace c10_npu::python {
+namespace {
+
+using c10::CachingAllocator::DurationStat;
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
+
+py::dict stat_dict(const Stat& stat) {
+  py::dict d;
+  d["current"] = stat.current;
+  d["peak"] = stat.peak;
+  d["allocated"] = stat.allocated;
+  d["freed"] = stat.freed;
+  return d;
+}
+
+py::dict stat_array_dict(const StatArray& stats) {
+  static const char* const kTypes[] = {"all", "small_pool", "large_pool"};
+  py::dict d;
+  for (size_t i = 0; i < stats.size(); ++i) {
+    d[kTypes[i]] = stat_dict(stats[i]);
+  }
+  return d;
+}
+
+py::dict duration_dict(const DurationStat& stat) {
+  py::dict d;
+  d["total"] = stat.total;
+  d["max"] = stat.max;
+  d["min"] = stat.min;
+  d["count"] = stat.count;
+  return d;
+}
+
+// The nested form of torch.cuda.memory_stats (flattened in Python).
+py::dict memory_stats(c10::DeviceIndex device) {
+  const auto stats = NPUCachingAllocator::getDeviceStats(device);
+  py::dict d;
+  d["num_alloc_retries"] = stats.num_alloc_retries;
+  d["num_ooms"] = stats.num_ooms;
+  d["num_sync_all_streams"] = stats.num_sync_all_streams;
+  d["num_device_alloc"] = stats.num_device_alloc;
+  d["num_device_free"] = stats.num_device_free;
+  d["max_split_size"] = stats.max_split_size;
+  d["oversize_allocations"] = stat_dict(stats.oversize_allocations);
+  d["oversize_segments"] = stat_dict(stats.oversize_segments);
+  d["allocation"] = stat_array_dict(stats.allocation);
+  d["segment"] = stat_array_dict(stats.segment);
+  d["active"] = stat_array_dict(stats.active);
+  d["inactive_split"] = stat_array_dict(stats.inactive_split);
+  d["allocated_bytes"] = stat_array_dict(stats.allocated_bytes);
+  d["reserved_bytes"] = stat_array_dict(stats.reserved_bytes);
+  d["active_bytes"] = stat_array_dict(stats.active_bytes);
+  d["inactive_split_bytes"] = stat_array_dict(stats.inactive_split_bytes);
+  d["requested_bytes"] = stat_array_dict(stats.requested_bytes);
+  return d;
+}
+
+py::dict host_memory_stats() {
+  const auto stats = NPUHostAllocator::get()->get_stats();
+  py::dict d;
+  d["active_requests"] = stat_dict(stats.active_requests);
+  d["active_bytes"] = stat_dict(stats.active_bytes);
+  d["allocations"] = stat_dict(stats.allocations);
+  d["allocated_bytes"] = stat_dict(stats.allocated_bytes);
+  d["host_alloc_time"] = duration_dict(stats.host_alloc_time);
+  d["host_free_time"] = duration_dict(stats.host_free_time);
+  d["num_host_alloc"] = stats.num_host_alloc;
+  d["num_host_free"] = stats.num_host_free;
+  return d;
+}
+
+py::dict backend_info() {
+  const auto& info = acl::backend_info();
+  py::dict d;
+  d["backend"] = info.backend == acl::Backend::Simulator ? "simulator" : "cann";
+  d["library"] = info.library;
+  d["cann_version"] = info.cann_version;
+  d["description"] = info.description;
+  return d;
+}
+
+py::dict device_properties(c10::DeviceIndex device) {
+  check_device_index(device);
+  const auto& api = acl::api();
+  auto attribute = [&](aclrtDevAttr attr) -> int64_t {
+    int64_t value = 0;
+    if (api.aclrtGetDeviceInfo(static_cast<uint32_t>(device), attr, &value) != ACL_SUCCESS) {
+      api.aclGetRecentErrMsg();
+      return -1;
+    }
+    return value;
+  };
+  py::dict d;
+  const char* soc = api.aclrtGetSocName();
+  d["name"] = soc != nullptr ? soc : "unknown";
+  d["total_memory"] = attribute(ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE);
+  d["cube_core_num"] = attribute(ACL_DEV_ATTR_CUBE_CORE_NUM);
+  d["vector_core_num"] = attribute(ACL_DEV_ATTR_VECTOR_CORE_NUM);
+  d["L2_cache_size"] = attribute(ACL_DEV_ATTR_L2_CACHE_SIZE);
+  return d;
+}
+
+py::object generator(const at::Generator& gen) {
+  return py::reinterpret_steal<py::object>(THPGenerator_Wrap(gen));
+}
+
+NPUStream unpack_stream(int64_t stream_id, c10::DeviceIndex device_index) {
+  check_device_index(device_index);
+  return NPUStream::unpack3(stream_id, device_index, c10::DeviceType::PrivateUse1);
+}
+
+py::tuple pack_stream(const NPUStream& stream) {
+  return py::make_tuple(stream.id(), stream.device_index());
+}
+
+} // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_npu._C: private bindings of the npu runtime";
+
+  m.def("_backend_info", &backend_info);
+  m.def("_init", &lazy_init);
+  m.def("_is_initialized", &is_initialized);
+  m.def("_is_in_bad_fork", &is_in_bad_fork);
+  m.def("_get_device_count", &device_count);
+  m.def("_get_device", &current_device);
+  m.def("_set_device", &set_device);
+  m.def("_exchange_device", &exchange_device);
+  m.def("_check_device_index", &check_device_index);
+  m.def("_is_device_initialized", &is_device_initialized);
+  m.def("_synchronize", &device_synchronize, py::call_guard<py::gil_scoped_release>());
+  m.def("_get_device_properties", &device_properties);
+  m.def("_launch_blocking", &launch_blocking);
+
+  // Streams are (stream_id, device_index) pairs, as in torch.Stream.
+  m.def("_get_current_stream", [](c10::DeviceIndex d) { return pack_stream(getCurrentNPUStream(d)); });
+  m.def("_get_default_stream", [](c10::DeviceIndex d) { return pack_stream(getDefaultNPUStream(d)); });
+  m.def("_get_stream_from_pool", [](int priority, c10::DeviceIndex d) {
+    return pack_stream(getStreamFromPool(priority, d));
+  });
+  m.def("_set_current_stream", [](int64_t id, c10::DeviceIndex d) {
+    setCurrentNPUStream(unpack_stream(id, d));
+  });
+  m.def("_stream_priority", [](int64_t id, c10::DeviceIndex d) { return unpack_stream(id, d).priority(); });
+  m.def("_stream_priority_range", [] { return NPUStream::priority_range(); });
+  m.def("_stream_handle", [](int64_t id, c10::DeviceIndex d) {
+    return reinterpret_cast<uintptr_t>(unpack_stream(id, d).stream());
+  });
+
+  // Events: torch.Event.event_id is the runtime's event handle.
+  m.def(
+      "_event_elapsed_time",
+      [](uintptr_t start, uintptr_t end) {
+        float ms = 0;
+        NPU_CHECK(acl::api().aclrtEventElapsedTime(
+            &ms, reinterpret_cast<aclrtEvent>(start), reinterpret_cast<aclrtEvent>(end)));
+        return ms;
+      },
+      py::call_guard<py::gil_scoped_release>());
+
+  // Device memory.
+  m.def("_memory_stats", &memory_stats);
+  m.def("_reset_peak_memory_stats", [](c10::DeviceIndex d) { NPUCachingAllocator::get()->resetPeakStats(d); });
+  m.def("_reset_accumulated_memory_stats", [](c10::DeviceIndex d) {
+    NPUCachingAllocator::get()->resetAccumulatedStats(d);
+  });
+  m.def("_empty_cache", [] { NPUCachingAllocator::emptyCache(); }, py::call_guard<py::gil_scoped_release>());
+  m.def("_mem_get_info", [](c10::DeviceIndex d) { return NPUCachingAllocator::get()->getMemoryInfo(d); });
+  m.def("_set_memory_fraction", [](double fraction, c10::DeviceIndex d) {
+    NPUCachingAllocator::get()->set_memory_fraction(fraction, d);
+  });
+  m.def("_get_memory_fraction", [](c10::DeviceIndex d) { return NPUCachingAllocator::get()->get_memory_fraction(d); });
+
+  // Pinned host memory.
+  m.def("_host_memory_stats", &host_memory_stats);
+  m.def("_host_empty_cache", [] { NPUHostAllocator::get()->empty_cache(); });
+  m.def("_host_reset_peak_memory_stats", [] { NPUHostAllocator::get()->reset_peak_stats(); });
+  m.def("_host_reset_accumulated_memory_stats", [] { NPUHostAllocator::get()->reset_accumulated_stats(); });
+
+  // Testing and benchmarking aids (like torch.cuda._sleep).
+  m.def("_sleep", [](double ms) {
+    launch_host_work(getCurrentNPUStream(), "torch_npu._sleep", [ms] {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+    });
+  });
+  m.def(
+      "_bench_allocator_pair_ns",
+      [](int64_t iterations, int64_t nbytes) {
+        // Mean time of one cached raw_alloc + raw_delete pair on the current
+        // stream, after one warm-up pair has filled the cache.
+        auto* allocator = NPUCachingAllocator::get();
+        allocator->raw_delete(allocator->raw_alloc(static_cast<size_t>(nbytes)));
+        const auto start = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < iterations; ++i) {
+          allocator->raw_delete(allocator->raw_alloc(static_cast<size_t>(nbytes)));
+        }
+        const auto elapsed = std::chrono::steady_clock::now() - start;
+        return std::chrono::duration<double, std::nano>(elapsed).count() / static_cast<double>(iterations);
+      },
+      py::call_guard<py::gil_scoped_release>());
+
+  // Generators.
+  m.def("_default_generator", [](c10::DeviceIndex d) { return generator(getDefaultNPUGenerator(d)); });
+}
+
+} // namespace c10_npu::python

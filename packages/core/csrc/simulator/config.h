@@ -1,0 +1,41 @@
+// The simulator's configuration, read from the environment once, at the
+// first use of any function:
+//
+//   NPU_SIM_DEVICE_COUNT      devices (0..64), default 8
+//   NPU_SIM_DEVICE_MEMORY     capacity per device, e.g. 16GiB, 512M, 1073741824
+//   NPU_SIM_CHECKER=1         host access to device memory faults (checker)
+//   NPU_SIM_CANN_VERSION      emulated CANN release, default 9.0.0
+//   NPU_SIM_SOC_NAME          base SoC name, default Ascend910B3
+//   ASCEND_RT_VISIBLE_DEVICES physical ids made visible, as on real CANN
+//
+// An invalid value is reported on stderr (naming the variable and the
+// accepted form) and replaced by the default; configuration never fails.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cann_version.h"
+
+namespace npu_sim {
+
+struct Config {
+  uint32_t device_count = 0;           // visible (logical) devices
+  uint32_t physical_device_count = 0;  // NPU_SIM_DEVICE_COUNT
+  std::vector<int32_t> physical_ids;   // logical id -> physical id
+  uint64_t capacity = 0;               // bytes per device, multiple of 4 KiB
+  bool checker = false;
+  CannVersion cann_version;
+  std::string soc_name;                // ends with " (simulated)"
+  std::string description;             // npuSimDescribe
+};
+
+const Config& config();
+
+// "16GiB", "16G", "512 MiB", "1.5G", "4096" -> bytes (K = 1024).
+std::optional<uint64_t> parseByteSize(std::string_view text);
+
+} // namespace npu_sim

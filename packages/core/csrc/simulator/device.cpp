@@ -1,0 +1,113 @@
+#include "device.h"
+
+#include <algorithm>
+
+#include "checker_signal.h"
+#include "errors.h"
+#include "config.h"
+#include "runtime.h"
+#include "stream.h"
+
+namespace npu_sim {
+namespace {
+
+thread_local int32_t tls_current_device = -1;
+
+} // namespace
+
+int32_t currentDevice() {
+  return tls_current_device;
+}
+
+void setCurrentDevice(int32_t device) {
+  tls_current_device = device;
+}
+
+Device::Device(uint32_t id, int32_t physical_id, const AddressLayout& layout,
+               uint64_t capacity)
+    : id_(id), physical_id_(physical_id), memory_(id, layout, capacity) {}
+
+aclError Device::ensureInitialized() {
+  if (initialized()) {
+    return ACL_SUCCESS;
+  }
+  std::lock_guard lock(init_mutex_);
+  if (initialized_.load(std::memory_order_relaxed)) {
+    return ACL_SUCCESS;
+  }
+  if (config().checker) {
+    installCheckerSignalHandler();
+  }
+  if (aclError err = memory_.initialize(); err != ACL_SUCCESS) {
+    return err;
+  }
+  default_stream_ = new Stream(id_, 0, 0, /*is_default=*/true);
+  addStream(default_stream_);
+  noteDeviceInitialized();
+  initialized_.store(true, std::memory_order_release);
+  return ACL_SUCCESS;
+}
+
+void Device::addStream(Stream* stream) {
+  std::lock_guard lock(streams_mutex_);
+  streams_.push_back(stream);
+}
+
+void Device::removeStream(Stream* stream) {
+  std::lock_guard lock(streams_mutex_);
+  streams_.erase(std::remove(streams_.begin(), streams_.end(), stream), streams_.end());
+}
+
+aclError Device::drain(const char* api, std::shared_ptr<WorkError>* error) {
+  if (!initialized()) {
+    return ACL_SUCCESS;
+  }
+  const Stream* self = Stream::current();
+  if (self != nullptr && self->device() == id_) {
+    return fail(ACL_ERROR_RT_PARAM_INVALID,
+                "%s: device work cannot wait for its own device %u (it would wait for "
+                "itself)",
+                api, id_);
+  }
+  std::vector<Stream*> streams = retainStreams();
+  std::vector<uint64_t> targets;
+  targets.reserve(streams.size());
+  for (Stream* s : streams) {
+    targets.push_back(s->enqueued());
+  }
+  bool ok = true;
+  for (size_t i = 0; i < streams.size() && ok; ++i) {
+    ok = streams[i]->waitFor(targets[i]);
+  }
+  if (ok && error != nullptr) {
+    for (Stream* s : streams) {
+      std::shared_ptr<WorkError> e = s->takeError();
+      if (e == nullptr || e->reported.load(std::memory_order_acquire)) {
+        continue;
+      }
+      if (*error == nullptr) {
+        *error = std::move(e);
+      } else if (e->claim()) {
+        (*error)->more.fetch_add(1 + e->more.load(std::memory_order_relaxed),
+                                 std::memory_order_relaxed);
+      }
+    }
+  }
+  for (Stream* s : streams) {
+    s->release();
+  }
+  if (!ok) {
+    return fail(ACL_ERROR_RT_FAILURE, "%s: the process is exiting", api);
+  }
+  return ACL_SUCCESS;
+}
+
+std::vector<Stream*> Device::retainStreams() {
+  std::lock_guard lock(streams_mutex_);
+  for (Stream* s : streams_) {
+    s->retain();
+  }
+  return streams_;
+}
+
+} // namespace npu_sim

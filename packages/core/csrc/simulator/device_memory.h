@@ -1,0 +1,119 @@
+// The memory of one simulated device.
+//
+// Physical memory is one memfd of `capacity` bytes. ftruncate makes it
+// sparse: a page costs host memory only once touched, and freeing a range
+// punches a hole so the host gets the pages back. A best-fit range
+// allocator hands out page-rounded ranges of it, both to aclrtMalloc and
+// to aclrtMallocPhysical; "in use" counts the rounded bytes.
+//
+// aclrtMalloc returns heap_base + offset: the whole memfd is mapped once
+// at the heap part of the device's window, so allocation needs no mmap.
+// The VMM part of the window is for aclrtReserveMemAddress / aclrtMapMem.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <shared_mutex>
+#include <string>
+#include <unordered_set>
+
+#include "acl_types.h"
+#include "address_space.h"
+#include "range_allocator.h"
+
+namespace npu_sim {
+
+// aclrtDrvMemHandle: a physical range of one device's memfd.
+struct PhysicalHandle {
+  uint32_t device = 0;   // logical id of the owning device
+  uint64_t offset = 0;   // in the memfd
+  uint64_t size = 0;
+  uint32_t map_count = 0; // guarded by the owner's lock
+  int fd = -1;
+};
+
+// Where a device address lives, for aclrtPointerGetAttributes.
+struct DeviceAddressInfo {
+  uint32_t device = 0;
+  uint32_t page_size = 0;
+};
+
+class DeviceMemory {
+ public:
+  DeviceMemory(uint32_t device, const AddressLayout& layout, uint64_t capacity);
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  // Creates the memfd and maps it at the heap part of the window.
+  aclError initialize();
+
+  // ---- aclrtMalloc / aclrtFree ----
+  aclError allocate(void** ptr, size_t size);
+  aclError free(void* ptr);
+  void memInfo(size_t* free, size_t* total) const;
+
+  // ---- lookups (any thread, shared lock) ----
+  // True when [p, p + n) lies inside one live allocation, or inside
+  // contiguous mappings of one reservation; otherwise explains why.
+  bool checkRange(uintptr_t p, uint64_t n, std::string* why) const;
+  bool lookup(uintptr_t p, DeviceAddressInfo* info) const;
+
+  // ---- virtual memory in this device's VMM window ----
+  aclError reserve(void** virPtr, size_t size, size_t alignment, void* expectPtr);
+  aclError release(void* virPtr);
+  aclError map(void* virPtr, size_t size, size_t offset, PhysicalHandle* handle,
+               const PhysicalHandle& pinned);
+  // On success returns the unmapped handle and its owner, to unpin.
+  aclError unmap(void* virPtr, PhysicalHandle** handle, uint32_t* owner);
+
+  // ---- physical handles owned by this device ----
+  aclError allocatePhysical(size_t size, PhysicalHandle** handle);
+  aclError freePhysical(PhysicalHandle* handle);
+  // Pins a handle for mapping (fails if it is not a live handle of this
+  // device); unpinHandle undoes it.
+  bool pinHandle(PhysicalHandle* handle, PhysicalHandle* copy);
+  void unpinHandle(PhysicalHandle* handle);
+  bool ownsHandle(const PhysicalHandle* handle) const;
+
+  uint32_t device() const {
+    return device_;
+  }
+
+ private:
+  struct HeapAllocation {
+    uint64_t size;    // requested
+    uint64_t rounded; // pages taken from the memfd
+  };
+  struct Mapping {
+    uint64_t size;
+    PhysicalHandle* handle;
+    uint32_t owner; // device of the physical memory
+  };
+  struct Reservation {
+    uint64_t size;
+    std::map<uintptr_t, Mapping> mappings;
+  };
+
+  // Physical ranges; the caller holds mutex_ exclusively.
+  bool takePhysical(uint64_t size, uint64_t* offset);
+  void punchHole(uint64_t offset, uint64_t size) const;
+  aclError outOfMemory(const char* api, uint64_t size) const;
+  const Reservation* findReservation(uintptr_t p, uintptr_t* start) const;
+
+  const uint32_t device_;
+  const AddressLayout& layout_;
+  const uint64_t capacity_;
+  const uintptr_t heap_base_;
+  const uintptr_t vmm_base_;
+  int fd_ = -1;
+
+  mutable std::shared_mutex mutex_;
+  RangeAllocator physical_;
+  uint64_t used_ = 0;
+  std::map<uintptr_t, HeapAllocation> heap_;
+  RangeAllocator virtual_;
+  std::map<uintptr_t, Reservation> reservations_;
+  std::unordered_set<PhysicalHandle*> handles_;
+};
+
+} // namespace npu_sim

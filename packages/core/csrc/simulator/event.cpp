@@ -1,0 +1,121 @@
+#include "event.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime.h"
+#include "util.h"
+
+namespace npu_sim {
+
+Event* Event::create(uint32_t flags) {
+  return new Event(flags);
+}
+
+Event* Event::fromHandle(aclrtEvent handle) {
+  auto* event = static_cast<Event*>(handle);
+  if (event == nullptr || event->magic_.load(std::memory_order_relaxed) != kMagic) {
+    return nullptr;
+  }
+  return event;
+}
+
+void Event::release() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete this;
+  }
+}
+
+void Event::destroy() {
+  magic_.store(0, std::memory_order_relaxed);
+  release();
+}
+
+uint64_t Event::beginRecord() {
+  std::lock_guard lock(mutex_);
+  const uint64_t generation = ++latest_;
+  pending_.push_back(generation);
+  pending_count_.store(static_cast<uint32_t>(pending_.size()), std::memory_order_release);
+  return generation;
+}
+
+void Event::completeRecord(uint64_t generation, std::shared_ptr<WorkError> error) {
+  const int64_t now = nowNs();
+  std::lock_guard lock(mutex_);
+  auto it = std::find(pending_.begin(), pending_.end(), generation);
+  if (it != pending_.end()) {
+    pending_.erase(it);
+  }
+  if (generation > completed_max_) {
+    completed_max_ = generation;
+    timestamp_ns_ = now;
+    error_ = std::move(error);
+  }
+  // Release: a waiter that sees the new count also sees the work that ran
+  // before this marker.
+  pending_count_.store(static_cast<uint32_t>(pending_.size()), std::memory_order_release);
+  if (waiters_ > 0) {
+    cv_.notify_all();
+  }
+}
+
+bool Event::completeLocked(uint64_t generation) const {
+  return generation == 0 ||
+      std::find(pending_.begin(), pending_.end(), generation) == pending_.end();
+}
+
+uint64_t Event::latest() {
+  std::lock_guard lock(mutex_);
+  return latest_;
+}
+
+bool Event::isComplete(uint64_t generation) {
+  if (pending_count_.load(std::memory_order_acquire) == 0) {
+    return true;
+  }
+  std::lock_guard lock(mutex_);
+  return completeLocked(generation);
+}
+
+bool Event::wait(uint64_t generation) {
+  // Spin while the pending set changes now and then; check it under the
+  // lock only when it did.
+  const int64_t deadline = nowNs() + kWaiterSpin.count();
+  while (true) {
+    const uint32_t seen = pending_count_.load(std::memory_order_acquire);
+    if (seen == 0 || isComplete(generation)) {
+      return true;
+    }
+    const int64_t left = deadline - nowNs();
+    if (left <= 0 ||
+        !spinUntil([&] { return pending_count_.load(std::memory_order_acquire) != seen; },
+                   std::chrono::nanoseconds(left))) {
+      break;
+    }
+  }
+  // Sleep. completeRecord notifies under the same lock, so no wake-up is
+  // lost; the timeout only serves to notice process exit.
+  std::unique_lock lock(mutex_);
+  ++waiters_;
+  while (!completeLocked(generation)) {
+    if (processExiting()) {
+      --waiters_;
+      return false;
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  --waiters_;
+  return true;
+}
+
+Event::State Event::state() {
+  std::lock_guard lock(mutex_);
+  State s;
+  s.latest = latest_;
+  s.complete = completeLocked(latest_);
+  s.timestamp_ns = s.complete ? timestamp_ns_ : 0;
+  s.error = s.complete ? error_ : nullptr;
+  return s;
+}
+
+} // namespace npu_sim

@@ -1,0 +1,350 @@
+#include "stream.h"
+
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+
+#include "checker_signal.h"
+#include "device.h"
+#include "event.h"
+#include "runtime.h"
+#include "util.h"
+
+namespace npu_sim {
+namespace {
+
+std::atomic<uint32_t> g_next_serial{0};
+thread_local Stream* tls_worker_stream = nullptr;
+
+constexpr uint64_t kNobodyWaits = UINT64_MAX;
+
+void copyBytes(void* dst, const void* src, size_t count) {
+  const auto d = reinterpret_cast<uintptr_t>(dst);
+  const auto s = reinterpret_cast<uintptr_t>(src);
+  if (d < s + count && s < d + count) {
+    std::memmove(dst, src, count);
+  } else {
+    std::memcpy(dst, src, count);
+  }
+}
+
+// Lowers the scheduling priority of the calling thread by `steps` nice
+// levels. Raising it would need privileges, so low-priority streams are
+// niced and priority 0 (the highest) is left alone.
+void lowerThreadPriority(uint32_t steps) {
+  if (steps == 0) {
+    return;
+  }
+  const pid_t tid = static_cast<pid_t>(gettid());
+  errno = 0;
+  const int current = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+  if (errno == 0) {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(tid),
+                std::min(19, current + static_cast<int>(steps)));
+  }
+}
+
+} // namespace
+
+uint64_t nextWorkId() {
+  static std::atomic<uint64_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+Stream::Stream(uint32_t device, uint32_t priority, uint32_t flags, bool is_default)
+    : device_(device),
+      priority_(priority),
+      flags_(flags),
+      is_default_(is_default),
+      serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)) {}
+
+Stream::~Stream() {
+  // destroy() or finishExit() joined or detached the worker already.
+  if (worker_.joinable()) {
+    worker_.detach();
+  }
+}
+
+Stream* Stream::fromHandle(aclrtStream handle) {
+  auto* stream = static_cast<Stream*>(handle);
+  if (stream == nullptr || stream->magic_.load(std::memory_order_relaxed) != kMagic) {
+    return nullptr;
+  }
+  return stream;
+}
+
+Stream* Stream::current() {
+  return tls_worker_stream;
+}
+
+void Stream::release() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete this;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Producer side
+
+aclError Stream::ensureWorker() {
+  if (started_.load(std::memory_order_acquire)) {
+    return ACL_SUCCESS;
+  }
+  std::lock_guard lock(queue_mutex_);
+  if (started_.load(std::memory_order_relaxed)) {
+    return ACL_SUCCESS;
+  }
+  if (processExiting()) {
+    return fail(ACL_ERROR_RT_FAILURE, "the process is exiting: no new device work starts");
+  }
+  try {
+    worker_ = std::thread([this] { workerMain(); });
+  } catch (const std::system_error& e) {
+    return fail(ACL_ERROR_RT_RESOURCE_ALLOC_FAIL,
+                "could not start the worker thread of a stream on device %u: %s", device_,
+                e.what());
+  }
+  started_.store(true, std::memory_order_release);
+  return ACL_SUCCESS;
+}
+
+void Stream::enqueue(const WorkItem& item) {
+  bool wake = false;
+  {
+    std::lock_guard lock(queue_mutex_);
+    incoming_.push_back(item);
+    enqueued_.fetch_add(1, std::memory_order_release);
+    wake = worker_sleeping_;
+    worker_sleeping_ = false;
+  }
+  if (wake) {
+    worker_cv_.notify_one();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Synchronizers
+
+bool Stream::waitFor(uint64_t target) {
+  if (reached(target) || spinUntil([&] { return reached(target); }, kWaiterSpin)) {
+    return true;
+  }
+  std::unique_lock lock(done_mutex_);
+  while (true) {
+    // Tell the worker the smallest count somebody sleeps for, then check:
+    // the worker stores `completed_` before it reads `wake_target_`, we
+    // store `wake_target_` before we read `completed_` (both seq_cst), so
+    // one of us sees the other and no wake-up is lost.
+    if (target < wake_target_.load(std::memory_order_seq_cst)) {
+      wake_target_.store(target, std::memory_order_seq_cst);
+    }
+    if (completed_.load(std::memory_order_seq_cst) >= target) {
+      return true;
+    }
+    if (processExiting()) {
+      return false;
+    }
+    // The timeout only serves to notice process exit.
+    done_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+}
+
+void Stream::notifyWaiters() {
+  {
+    std::lock_guard lock(done_mutex_);
+    // Woken waiters that still wait register their target again.
+    wake_target_.store(kNobodyWaits, std::memory_order_seq_cst);
+  }
+  done_cv_.notify_all();
+}
+
+std::shared_ptr<WorkError> Stream::pendingError() {
+  if (!has_error_.load(std::memory_order_acquire)) {
+    return nullptr;
+  }
+  std::lock_guard lock(error_mutex_);
+  if (error_ && !error_->reported.load(std::memory_order_acquire)) {
+    return error_;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<WorkError> Stream::takeError() {
+  if (!has_error_.load(std::memory_order_acquire)) {
+    return nullptr;
+  }
+  std::lock_guard lock(error_mutex_);
+  has_error_.store(false, std::memory_order_release);
+  return std::move(error_);
+}
+
+void Stream::recordFailure(const npuSimWork& work, aclError code) {
+  std::string detail =
+      hasWorkErrorMessage() ? takeWorkErrorMessage() : strFormat("error code %d", code);
+  std::lock_guard lock(error_mutex_);
+  if (error_ && !error_->reported.load(std::memory_order_acquire)) {
+    error_->more.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    error_ = std::make_shared<WorkError>(strFormat(
+        "device work '%s' failed: %s", work.name ? work.name : "(unnamed)", detail.c_str()));
+  }
+  has_error_.store(true, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------------------
+// Worker
+
+namespace {
+
+struct Executor {
+  Stream& stream;
+
+  void operator()(CopyWork& w) const {
+    copyBytes(w.dst, w.src, w.count);
+  }
+  void operator()(MemsetWork& w) const {
+    std::memset(w.dst, w.value, w.count);
+  }
+  void operator()(RecordWork& w) const {
+    w.event->completeRecord(w.generation, stream.pendingError());
+    w.event->release();
+  }
+  void operator()(WaitWork& w) const {
+    w.event->wait(w.generation);
+    w.event->release();
+  }
+  void operator()(UserWork& w) const;
+};
+
+} // namespace
+
+void Stream::execute(WorkItem& item) {
+  std::visit(Executor{*this}, item);
+}
+
+void Executor::operator()(UserWork& w) const {
+  const npuSimWork& work = w.work;
+  setSignalWorkContext(work.name ? work.name : "(unnamed)");
+  const aclError rc = work.run(work.ctx);
+  setSignalWorkContext(nullptr);
+  if (rc != ACL_SUCCESS) {
+    stream.recordFailure(work, rc);
+  } else if (hasWorkErrorMessage()) {
+    takeWorkErrorMessage(); // set but not used: do not leak it to the next work
+  }
+  if (work.release != nullptr) {
+    work.release(work.ctx);
+  }
+}
+
+void Stream::workerMain() {
+  tls_worker_stream = this;
+  // Device work runs "on" its device: acl calls it makes with a null
+  // stream mean this device's default stream.
+  setCurrentDevice(static_cast<int32_t>(device_));
+  char name[16];
+  std::snprintf(name, sizeof(name), "npu%u-s%u", device_, serial_);
+  pthread_setname_np(pthread_self(), name);
+  lowerThreadPriority(priority_);
+
+  // Runs on normal return and on forced unwinding (pthread_exit from code
+  // the work called, e.g. a Python callback during interpreter shutdown).
+  struct ExitFlag {
+    std::atomic<bool>& flag;
+    ~ExitFlag() {
+      flag.store(true, std::memory_order_release);
+    }
+  } exit_flag{worker_exited_};
+
+  std::vector<WorkItem> batch;
+  uint64_t done = completed_.load(std::memory_order_relaxed);
+  while (true) {
+    {
+      std::unique_lock lock(queue_mutex_);
+      if (incoming_.empty() && !stop_) {
+        lock.unlock();
+        spinUntil(
+            [&] {
+              return enqueued_.load(std::memory_order_acquire) != done ||
+                  abandon_.load(std::memory_order_relaxed);
+            },
+            kWorkerIdleSpin);
+        lock.lock();
+        while (incoming_.empty() && !stop_) {
+          worker_sleeping_ = true;
+          worker_cv_.wait(lock);
+        }
+        worker_sleeping_ = false;
+      }
+      if (abandon_.load(std::memory_order_relaxed) || (stop_ && incoming_.empty())) {
+        break;
+      }
+      batch.swap(incoming_);
+    }
+    for (WorkItem& item : batch) {
+      if (abandon_.load(std::memory_order_relaxed)) {
+        break; // process exit: the rest is abandoned
+      }
+      execute(item);
+      completed_.store(++done, std::memory_order_seq_cst);
+      if (done >= wake_target_.load(std::memory_order_seq_cst)) {
+        notifyWaiters();
+      }
+    }
+    batch.clear();
+  }
+  tls_worker_stream = nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Teardown
+
+void Stream::destroy() {
+  magic_.store(0, std::memory_order_relaxed);
+  waitFor(enqueued());
+  {
+    std::lock_guard lock(queue_mutex_);
+    stop_ = true;
+  }
+  worker_cv_.notify_all();
+  if (worker_.joinable()) {
+    worker_.join();
+  }
+}
+
+void Stream::requestExit() {
+  abandon_.store(true, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(queue_mutex_);
+    stop_ = true;
+  }
+  worker_cv_.notify_all();
+}
+
+void Stream::finishExit(int64_t deadline_ns) {
+  if (!worker_.joinable()) {
+    return;
+  }
+  if (worker_.get_id() == std::this_thread::get_id()) {
+    worker_.detach(); // exit() called from device work
+    return;
+  }
+  while (!workerExited() && nowNs() < deadline_ns) {
+    usleep(1000);
+  }
+  if (workerExited()) {
+    worker_.join();
+  } else {
+    // Still inside long device work: leave it; the process ends anyway and
+    // the simulator's state is never freed, so it stays valid meanwhile.
+    worker_.detach();
+  }
+}
+
+} // namespace npu_sim

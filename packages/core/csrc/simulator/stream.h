@@ -1,0 +1,140 @@
+// Streams: an in-order queue of work executed by the stream's own worker
+// thread.
+//
+// Enqueue is the hot path (every device op of PyTorch goes through it):
+// producers append to a mutex-protected vector that the worker swaps out in
+// batches; the worker spins for a few tens of microseconds after draining
+// before it sleeps, and producers only signal it when it really sleeps.
+// Completion is a counter of executed items; synchronizers spin briefly
+// on it, then sleep on a condition variable the worker signals only when
+// somebody sleeps there.
+//
+// The worker starts at the first enqueue, not at creation, so that unused
+// streams cost no thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "acl_types.h"
+#include "errors.h"
+#include "work_item.h"
+
+namespace npu_sim {
+
+// Process-unique, increasing ids of launched work (npuSimLaunchWork).
+uint64_t nextWorkId();
+
+class Stream {
+ public:
+  Stream(uint32_t device, uint32_t priority, uint32_t flags, bool is_default);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // The stream behind a non-null handle, or null when it is not a live
+  // stream.
+  static Stream* fromHandle(aclrtStream handle);
+  aclrtStream handle() {
+    return this;
+  }
+  // The stream whose worker runs the calling thread, if any.
+  static Stream* current();
+
+  uint32_t device() const {
+    return device_;
+  }
+  uint32_t priority() const {
+    return priority_;
+  }
+  bool isDefault() const {
+    return is_default_;
+  }
+
+  void retain() {
+    refs_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void release();
+
+  // Starts the worker if needed; call before building an item that takes
+  // references, so that enqueue itself cannot fail.
+  aclError ensureWorker();
+  // Appends an item; ensureWorker must have succeeded.
+  void enqueue(const WorkItem& item);
+
+  // Number of items enqueued so far; waitFor(enqueued()) drains.
+  uint64_t enqueued() const {
+    return enqueued_.load(std::memory_order_acquire);
+  }
+  bool reached(uint64_t target) const {
+    return completed_.load(std::memory_order_acquire) >= target;
+  }
+  // Blocks until `target` items executed. False only when the process
+  // started exiting meanwhile.
+  bool waitFor(uint64_t target);
+
+  // The unreported device-work failure, if any, without consuming it.
+  std::shared_ptr<WorkError> pendingError();
+  // Consumes the unreported failure (the caller claims and reports it).
+  std::shared_ptr<WorkError> takeError();
+  // Worker side: device work returned `code`.
+  void recordFailure(const npuSimWork& work, aclError code);
+
+  // aclrtDestroyStream: waits for queued work, then stops and joins the
+  // worker. `deleted` afterwards by the last release().
+  void destroy();
+
+  // Process exit: ask the worker to stop after its current item, abandoning
+  // the rest; then join it if it stopped by `deadline_ns`, else detach it.
+  void requestExit();
+  void finishExit(int64_t deadline_ns);
+  bool workerExited() const {
+    return worker_exited_.load(std::memory_order_acquire);
+  }
+
+ private:
+  void workerMain();
+  void execute(WorkItem& item);
+  void notifyWaiters();
+
+  static constexpr uint32_t kMagic = 0x5354524d; // "STRM"
+  std::atomic<uint32_t> magic_{kMagic};
+  const uint32_t device_;
+  const uint32_t priority_;
+  const uint32_t flags_;
+  const bool is_default_;
+  const uint32_t serial_;
+  std::atomic<int32_t> refs_{1};
+
+  // ---- producers -> worker ----
+  std::mutex queue_mutex_;
+  std::condition_variable worker_cv_;
+  std::vector<WorkItem> incoming_;   // guarded by queue_mutex_
+  bool worker_sleeping_ = false;     // guarded by queue_mutex_
+  bool stop_ = false;                // guarded by queue_mutex_
+  std::atomic<bool> started_{false};
+  std::atomic<bool> abandon_{false}; // process exit: drop queued work
+  std::atomic<uint64_t> enqueued_{0};
+  std::thread worker_;
+  std::atomic<bool> worker_exited_{false};
+
+  // ---- worker -> synchronizers ----
+  std::atomic<uint64_t> completed_{0};
+  // Smallest `completed_` a sleeping synchronizer waits for (UINT64_MAX:
+  // nobody sleeps), so the worker signals only when it matters.
+  std::atomic<uint64_t> wake_target_{UINT64_MAX};
+  std::mutex done_mutex_;
+  std::condition_variable done_cv_;
+
+  // ---- device-work failures ----
+  std::atomic<bool> has_error_{false};
+  std::mutex error_mutex_;
+  std::shared_ptr<WorkError> error_; // guarded by error_mutex_
+};
+
+} // namespace npu_sim

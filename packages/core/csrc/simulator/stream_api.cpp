@@ -1,0 +1,342 @@
+// Streams, events and launched device work.
+#include "api_impl.h"
+#include "device.h"
+#include "errors.h"
+#include "event.h"
+#include "runtime.h"
+#include "stream.h"
+
+namespace npu_sim::impl {
+namespace {
+
+// aclrtDeviceGetStreamPriorityRange: 0 is the highest priority.
+constexpr int32_t kGreatestPriority = 0;
+constexpr int32_t kLeastPriority = 7;
+
+aclError eventOrFail(aclrtEvent handle, const char* api, Event** out) {
+  Event* event = Event::fromHandle(handle);
+  if (event == nullptr) {
+    return fail(ACL_ERROR_RT_PARAM_INVALID,
+                "%s: %p is not a live event (destroyed, or not created by "
+                "aclrtCreateEventWithFlag)",
+                api, handle);
+  }
+  *out = event;
+  return ACL_SUCCESS;
+}
+
+aclError selfWait(const char* api) {
+  return fail(ACL_ERROR_RT_PARAM_INVALID,
+              "%s: device work cannot wait for its own stream (it would wait for itself)", api);
+}
+
+aclError exiting(const char* api) {
+  return fail(ACL_ERROR_RT_FAILURE, "%s: the process is exiting", api);
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// Streams
+
+aclError createStream(aclrtStream* stream, uint32_t priority, uint32_t flag) {
+  const char* api = "aclrtCreateStreamWithConfig";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (stream == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: stream is null", api);
+  }
+  if (priority > static_cast<uint32_t>(kLeastPriority)) {
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "%s: priority %u is outside [%d (highest), %d (lowest)]", api, priority,
+                kGreatestPriority, kLeastPriority);
+  }
+  Device* device = nullptr;
+  if (aclError err = rt.currentDevice(api, &device); err != ACL_SUCCESS) {
+    return err;
+  }
+  auto* s = new Stream(device->id(), priority, flag, /*is_default=*/false);
+  device->addStream(s);
+  *stream = s->handle();
+  return ACL_SUCCESS;
+}
+
+aclError destroyStream(aclrtStream stream) {
+  const char* api = "aclrtDestroyStream";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (stream == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: stream is null", api);
+  }
+  Stream* s = nullptr;
+  if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (s->isDefault()) {
+    return fail(ACL_ERROR_RT_PARAM_INVALID, "%s: the default stream cannot be destroyed", api);
+  }
+  if (Stream::current() == s) {
+    return fail(ACL_ERROR_RT_PARAM_INVALID, "%s: device work cannot destroy its own stream",
+                api);
+  }
+  rt.device(s->device()).removeStream(s);
+  s->destroy(); // waits for queued work, joins the worker
+  s->release();
+  return ACL_SUCCESS;
+}
+
+aclError synchronizeStream(aclrtStream stream) {
+  const char* api = "aclrtSynchronizeStream";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Stream* s = nullptr;
+  if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (Stream::current() == s) {
+    return selfWait(api);
+  }
+  if (!s->waitFor(s->enqueued())) {
+    return exiting(api);
+  }
+  return reportWorkError(s->takeError());
+}
+
+aclError streamQuery(aclrtStream stream, aclrtStreamStatus* status) {
+  const char* api = "aclrtStreamQuery";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (status == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: status is null", api);
+  }
+  Stream* s = nullptr;
+  if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
+    return err;
+  }
+  *status = s->reached(s->enqueued()) ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
+  return ACL_SUCCESS;
+}
+
+aclError streamWaitEvent(aclrtStream stream, aclrtEvent event) {
+  const char* api = "aclrtStreamWaitEvent";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Stream* s = nullptr;
+  Event* e = nullptr;
+  if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = eventOrFail(event, api, &e); err != ACL_SUCCESS) {
+    return err;
+  }
+  // The latest record at call time. Never recorded, or already reached:
+  // nothing later on `s` can start before it, so no wait is queued.
+  const uint64_t generation = e->latest();
+  if (generation == 0 || e->isComplete(generation)) {
+    return ACL_SUCCESS;
+  }
+  if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
+    return err;
+  }
+  e->retain(); // dropped by the worker after the wait
+  s->enqueue(WaitWork{e, generation});
+  return ACL_SUCCESS;
+}
+
+aclError streamPriorityRange(int32_t* leastPriority, int32_t* greatestPriority) {
+  if (leastPriority == nullptr || greatestPriority == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "aclrtDeviceGetStreamPriorityRange: an output pointer is null");
+  }
+  *leastPriority = kLeastPriority;
+  *greatestPriority = kGreatestPriority;
+  return ACL_SUCCESS;
+}
+
+aclError streamGetDevice(aclrtStream stream, int32_t* deviceId) {
+  const char* api = "npuSimStreamGetDevice";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (deviceId == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: deviceId is null", api);
+  }
+  Stream* s = nullptr;
+  if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
+    return err;
+  }
+  *deviceId = static_cast<int32_t>(s->device());
+  return ACL_SUCCESS;
+}
+
+aclError launchWork(aclrtStream stream, const npuSimWork* work, uint64_t* workId) {
+  // On failure the simulator did not take the work: it never calls
+  // work->release, the caller still owns ctx.
+  const char* api = "npuSimLaunchWork";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (work == nullptr || work->run == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: %s is null", api,
+                work == nullptr ? "work" : "work->run");
+  }
+  Stream* s = nullptr;
+  if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
+    return err;
+  }
+  const uint64_t id = nextWorkId();
+  s->enqueue(UserWork{*work, id});
+  if (workId != nullptr) {
+    *workId = id;
+  }
+  return ACL_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------
+// Events
+
+aclError createEvent(aclrtEvent* event, uint32_t flag) {
+  // Every flag is accepted; only ACL_EVENT_TIME_LINE changes behaviour
+  // (aclrtEventElapsedTime).
+  const char* api = "aclrtCreateEventWithFlag";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (event == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: event is null", api);
+  }
+  Device* device = nullptr;
+  if (aclError err = rt.currentDevice(api, &device); err != ACL_SUCCESS) {
+    return err;
+  }
+  *event = Event::create(flag)->handle();
+  return ACL_SUCCESS;
+}
+
+aclError destroyEvent(aclrtEvent event) {
+  const char* api = "aclrtDestroyEvent";
+  if (aclError err = Runtime::get().check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Event* e = nullptr;
+  if (aclError err = eventOrFail(event, api, &e); err != ACL_SUCCESS) {
+    return err;
+  }
+  e->destroy(); // queued records and waits keep it alive until they ran
+  return ACL_SUCCESS;
+}
+
+aclError recordEvent(aclrtEvent event, aclrtStream stream) {
+  const char* api = "aclrtRecordEvent";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Event* e = nullptr;
+  Stream* s = nullptr;
+  if (aclError err = eventOrFail(event, api, &e); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
+    return err;
+  }
+  const uint64_t generation = e->beginRecord();
+  e->retain(); // dropped by the worker after completing the record
+  s->enqueue(RecordWork{e, generation});
+  return ACL_SUCCESS;
+}
+
+aclError queryEventStatus(aclrtEvent event, aclrtEventRecordedStatus* status) {
+  const char* api = "aclrtQueryEventStatus";
+  if (aclError err = Runtime::get().check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Event* e = nullptr;
+  if (aclError err = eventOrFail(event, api, &e); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (status == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: status is null", api);
+  }
+  // Never recorded counts as complete (nothing to wait for).
+  *status = e->isComplete(e->latest()) ? ACL_EVENT_RECORDED_STATUS_COMPLETE
+                                       : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  return ACL_SUCCESS;
+}
+
+aclError synchronizeEvent(aclrtEvent event) {
+  const char* api = "aclrtSynchronizeEvent";
+  if (aclError err = Runtime::get().check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Event* e = nullptr;
+  if (aclError err = eventOrFail(event, api, &e); err != ACL_SUCCESS) {
+    return err;
+  }
+  const uint64_t generation = e->latest();
+  if (generation == 0) {
+    return ACL_SUCCESS;
+  }
+  if (!e->wait(generation)) {
+    return exiting(api);
+  }
+  return reportWorkError(e->state().error);
+}
+
+aclError eventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent) {
+  const char* api = "aclrtEventElapsedTime";
+  if (aclError err = Runtime::get().check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (ms == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: ms is null", api);
+  }
+  Event* start = nullptr;
+  Event* end = nullptr;
+  if (aclError err = eventOrFail(startEvent, api, &start); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = eventOrFail(endEvent, api, &end); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (!start->timing() || !end->timing()) {
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "%s: the %s event was created without ACL_EVENT_TIME_LINE, so it has no "
+                "timestamp",
+                api, !start->timing() ? "start" : "end");
+  }
+  const Event::State s = start->state();
+  const Event::State e = end->state();
+  if (s.latest == 0 || e.latest == 0) {
+    return fail(ACL_ERROR_RT_EVENT_NOT_COMPLETE, "%s: the %s event was never recorded", api,
+                s.latest == 0 ? "start" : "end");
+  }
+  if (!s.complete || !e.complete) {
+    return fail(ACL_ERROR_RT_EVENT_NOT_COMPLETE,
+                "%s: the %s event has not completed yet (synchronize it first)", api,
+                !s.complete ? "start" : "end");
+  }
+  *ms = static_cast<float>(static_cast<double>(e.timestamp_ns - s.timestamp_ns) / 1e6);
+  return ACL_SUCCESS;
+}
+
+} // namespace npu_sim::impl

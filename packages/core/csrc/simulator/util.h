@@ -1,0 +1,89 @@
+// Small helpers shared by the simulator: sizes, formatting, clocks and the
+// bounded spin used before blocking.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace npu_sim {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+constexpr uint64_t kGiB = 1024 * kMiB;
+constexpr uint64_t kTiB = 1024 * kGiB;
+
+// Physical ranges are whole host pages so that punching a hole into a freed
+// range can never drop a neighbour's data.
+constexpr uint64_t kPageSize = 4 * kKiB;
+// aclrtMemGetAllocationGranularity; also the alignment of VMM reservations
+// and of every per-device address window.
+constexpr uint64_t kVmmGranularity = 2 * kMiB;
+
+inline bool isPowerOfTwo(uint64_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
+// Rounds `value` up to a multiple of the power of two `align`; false on
+// overflow.
+inline bool roundUp(uint64_t value, uint64_t align, uint64_t* out) {
+  const uint64_t mask = align - 1;
+  if (value > UINT64_MAX - mask) {
+    return false;
+  }
+  *out = (value + mask) & ~mask;
+  return true;
+}
+
+// "2.00 GiB", "512.00 MiB", "100 B".
+std::string formatBytes(uint64_t bytes);
+
+// printf into a std::string.
+std::string strFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Monotonic nanoseconds; event timestamps use it.
+inline int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Tells the core we are spinning (cheaper for the sibling hyperthread and
+// for power than a bare loop).
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#else
+  asm volatile("" ::: "memory");
+#endif
+}
+
+// Spin budgets. Waking a sleeping thread costs a futex call on both sides
+// (several microseconds); work usually arrives or completes within a few
+// microseconds, so everybody spins this long before blocking.
+constexpr std::chrono::nanoseconds kWorkerIdleSpin{40'000};
+constexpr std::chrono::nanoseconds kWaiterSpin{20'000};
+
+// Calls `ready()` until it is true or `budget` has passed. Reads the clock
+// only every few iterations because it costs more than a pause.
+template <typename Pred>
+bool spinUntil(Pred&& ready, std::chrono::nanoseconds budget) {
+  if (ready()) {
+    return true;
+  }
+  const int64_t deadline = nowNs() + budget.count();
+  for (unsigned i = 1;; ++i) {
+    cpuRelax();
+    if (ready()) {
+      return true;
+    }
+    if ((i & 31) == 0 && nowNs() >= deadline) {
+      return false;
+    }
+  }
+}
+
+} // namespace npu_sim

@@ -1,0 +1,52 @@
+// A unit of work on a stream. Plain data, so that a future capture mode
+// can store items and replay them instead of running them at once.
+//
+// References: Record/Wait items hold one reference to their event, taken
+// when enqueued and dropped after execution (so aclrtDestroyEvent while a
+// record is pending is safe). UserWork owns its npuSimWork until release
+// is called after run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <variant>
+
+#include "npu_sim_ext.h"
+
+namespace npu_sim {
+
+class Event;
+
+// Addresses are host-accessible (already translated by the access delta).
+struct CopyWork {
+  void* dst;
+  const void* src;
+  size_t count;
+};
+
+struct MemsetWork {
+  void* dst;
+  size_t count;
+  int value;
+};
+
+// Completes generation `generation` of `event` and takes its timestamp.
+struct RecordWork {
+  Event* event;
+  uint64_t generation;
+};
+
+// Blocks the stream until generation `generation` of `event` completed.
+struct WaitWork {
+  Event* event;
+  uint64_t generation;
+};
+
+struct UserWork {
+  npuSimWork work;
+  uint64_t id;
+};
+
+using WorkItem = std::variant<CopyWork, MemsetWork, RecordWork, WaitWork, UserWork>;
+
+} // namespace npu_sim

@@ -1,0 +1,301 @@
+"""ctypes bindings of libnpu_sim.so for the simulator tests.
+
+Shared by the in-process tests (through conftest.py) and by the scripts the
+tests run in subprocesses, so it only depends on the standard library.
+"""
+
+import ctypes
+import os
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    byref,
+    c_char,
+    c_char_p,
+    c_float,
+    c_int,
+    c_int32,
+    c_int64,
+    c_size_t,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+
+# ---- CANN values (acl_types.h) ----
+ACL_SUCCESS = 0
+ACL_ERROR_INVALID_PARAM = 100000
+ACL_ERROR_REPEAT_INITIALIZE = 100002
+ACL_ERROR_RT_FAILURE = 500003
+ACL_ERROR_RT_PARAM_INVALID = 107000
+ACL_ERROR_RT_INVALID_DEVICEID = 107001
+ACL_ERROR_RT_CONTEXT_NULL = 107002
+ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000
+ACL_ERROR_RT_MEMORY_ALLOCATION = 207001
+ACL_ERROR_RT_EVENT_NOT_COMPLETE = 507006
+ACL_ERROR_RT_AICORE_EXCEPTION = 507015
+PARAM_ERRORS = (ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID)
+
+ACL_EVENT_SYNC = 0x1
+ACL_EVENT_TIME_LINE = 0x8
+
+ACL_EVENT_RECORDED_STATUS_NOT_READY = 0
+ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
+ACL_STREAM_STATUS_COMPLETE = 0
+ACL_STREAM_STATUS_NOT_READY = 1
+
+H2H, H2D, D2H, D2D, DEFAULT = 0, 1, 2, 3, 4
+
+ACL_HBM_MEM = 1
+ACL_MEM_LOCATION_TYPE_HOST = 0
+ACL_MEM_LOCATION_TYPE_DEVICE = 1
+ACL_MEM_LOCATION_TYPE_UNREGISTERED = 2
+
+ACL_DEV_ATTR_CUBE_CORE_NUM = 102
+ACL_DEV_ATTR_VECTOR_CORE_NUM = 201
+ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE = 301
+ACL_DEV_ATTR_L2_CACHE_SIZE = 302
+
+MiB = 1 << 20
+GiB = 1 << 30
+GRANULARITY = 2 * MiB
+
+
+class MemLocation(Structure):
+    _fields_ = [("id", c_uint32), ("type", c_int)]
+
+
+class PtrAttributes(Structure):
+    _fields_ = [("location", MemLocation), ("pageSize", c_uint32), ("rsv", c_uint32 * 4)]
+
+
+class PhysicalMemProp(Structure):
+    _fields_ = [
+        ("handleType", c_int),
+        ("allocationType", c_int),
+        ("memAttr", c_int),
+        ("location", MemLocation),
+        ("reserve", c_uint64),
+    ]
+
+
+class CANNPackageVersion(Structure):
+    _fields_ = [
+        ("version", c_char * 128),
+        ("majorVersion", c_char * 64),
+        ("minorVersion", c_char * 64),
+        ("releaseVersion", c_char * 64),
+        ("patchVersion", c_char * 64),
+        ("reserved", c_char * 128),
+    ]
+
+
+RUN_FN = CFUNCTYPE(c_int, c_void_p)
+RELEASE_FN = CFUNCTYPE(None, c_void_p)
+
+
+class NpuSimWork(Structure):
+    _fields_ = [("name", c_char_p), ("run", RUN_FN), ("release", RELEASE_FN), ("ctx", c_void_p)]
+
+
+_SIGNATURES = {
+    "aclInit": (c_int, [c_char_p]),
+    "aclFinalize": (c_int, []),
+    "aclrtSetDevice": (c_int, [c_int32]),
+    "aclrtResetDevice": (c_int, [c_int32]),
+    "aclrtGetDevice": (c_int, [POINTER(c_int32)]),
+    "aclrtGetDeviceCount": (c_int, [POINTER(c_uint32)]),
+    "aclrtSynchronizeDevice": (c_int, []),
+    "aclrtGetSocName": (c_char_p, []),
+    "aclGetRecentErrMsg": (c_char_p, []),
+    "aclrtGetVersion": (c_int, [POINTER(c_int32)] * 3),
+    "aclrtMalloc": (c_int, [POINTER(c_void_p), c_size_t, c_int]),
+    "aclrtFree": (c_int, [c_void_p]),
+    "aclrtMallocHost": (c_int, [POINTER(c_void_p), c_size_t]),
+    "aclrtFreeHost": (c_int, [c_void_p]),
+    "aclrtMemcpy": (c_int, [c_void_p, c_size_t, c_void_p, c_size_t, c_int]),
+    "aclrtMemcpyAsync": (c_int, [c_void_p, c_size_t, c_void_p, c_size_t, c_int, c_void_p]),
+    "aclrtMemset": (c_int, [c_void_p, c_size_t, c_int32, c_size_t]),
+    "aclrtMemsetAsync": (c_int, [c_void_p, c_size_t, c_int32, c_size_t, c_void_p]),
+    "aclrtGetMemInfo": (c_int, [c_int, POINTER(c_size_t), POINTER(c_size_t)]),
+    "aclrtPointerGetAttributes": (c_int, [c_void_p, POINTER(PtrAttributes)]),
+    "aclrtCreateStream": (c_int, [POINTER(c_void_p)]),
+    "aclrtCreateStreamWithConfig": (c_int, [POINTER(c_void_p), c_uint32, c_uint32]),
+    "aclrtDestroyStream": (c_int, [c_void_p]),
+    "aclrtSynchronizeStream": (c_int, [c_void_p]),
+    "aclrtStreamQuery": (c_int, [c_void_p, POINTER(c_int)]),
+    "aclrtStreamWaitEvent": (c_int, [c_void_p, c_void_p]),
+    "aclrtDeviceGetStreamPriorityRange": (c_int, [POINTER(c_int32), POINTER(c_int32)]),
+    "aclrtCreateEventWithFlag": (c_int, [POINTER(c_void_p), c_uint32]),
+    "aclrtDestroyEvent": (c_int, [c_void_p]),
+    "aclrtRecordEvent": (c_int, [c_void_p, c_void_p]),
+    "aclrtQueryEventStatus": (c_int, [c_void_p, POINTER(c_int)]),
+    "aclrtSynchronizeEvent": (c_int, [c_void_p]),
+    "aclrtEventElapsedTime": (c_int, [POINTER(c_float), c_void_p, c_void_p]),
+    "aclrtGetDeviceInfo": (c_int, [c_uint32, c_int, POINTER(c_int64)]),
+    "aclsysGetCANNVersion": (c_int, [c_int, POINTER(CANNPackageVersion)]),
+    "aclrtReserveMemAddress": (c_int, [POINTER(c_void_p), c_size_t, c_size_t, c_void_p, c_uint64]),
+    "aclrtReleaseMemAddress": (c_int, [c_void_p]),
+    "aclrtMallocPhysical": (c_int, [POINTER(c_void_p), c_size_t, POINTER(PhysicalMemProp), c_uint64]),
+    "aclrtFreePhysical": (c_int, [c_void_p]),
+    "aclrtMapMem": (c_int, [c_void_p, c_size_t, c_size_t, c_void_p, c_uint64]),
+    "aclrtUnmapMem": (c_int, [c_void_p]),
+    "aclrtMemGetAllocationGranularity": (c_int, [POINTER(PhysicalMemProp), c_int, POINTER(c_size_t)]),
+    "npuSimLaunchWork": (c_int, [c_void_p, POINTER(NpuSimWork), POINTER(c_uint64)]),
+    "npuSimSetWorkError": (None, [c_char_p]),
+    "npuSimGetHostAccessOffset": (c_int, [POINTER(ctypes.c_ssize_t)]),
+    "npuSimStreamGetDevice": (c_int, [c_void_p, POINTER(c_int32)]),
+    "npuSimDescribe": (c_char_p, []),
+}
+
+# Every function of the contract (acl_functions.h, npu_sim_ext.h).
+CONTRACT_FUNCTIONS = sorted(_SIGNATURES)
+
+
+def load(path):
+    lib = ctypes.CDLL(path)
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+class AclError(RuntimeError):
+    def __init__(self, api, code, message):
+        super().__init__(f"{api} failed with {code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class Sim:
+    """Thin convenience layer: raises AclError on failure."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self._keep = []  # callbacks and names that queued work refers to
+
+    def check(self, api, rc):
+        if rc != ACL_SUCCESS:
+            raise AclError(api, rc, self.err())
+        return rc
+
+    def err(self):
+        return self.lib.aclGetRecentErrMsg().decode()
+
+    # ---- devices ----
+    def set_device(self, d):
+        self.check("aclrtSetDevice", self.lib.aclrtSetDevice(d))
+
+    def device_count(self):
+        n = c_uint32()
+        self.check("aclrtGetDeviceCount", self.lib.aclrtGetDeviceCount(byref(n)))
+        return n.value
+
+    def sync_device(self):
+        self.check("aclrtSynchronizeDevice", self.lib.aclrtSynchronizeDevice())
+
+    def mem_info(self):
+        free, total = c_size_t(), c_size_t()
+        self.check("aclrtGetMemInfo", self.lib.aclrtGetMemInfo(ACL_HBM_MEM, byref(free), byref(total)))
+        return free.value, total.value
+
+    def delta(self):
+        d = ctypes.c_ssize_t()
+        self.check("npuSimGetHostAccessOffset", self.lib.npuSimGetHostAccessOffset(byref(d)))
+        return d.value
+
+    # ---- memory ----
+    def malloc(self, size):
+        p = c_void_p()
+        self.check("aclrtMalloc", self.lib.aclrtMalloc(byref(p), size, 0))
+        return p.value
+
+    def free(self, p):
+        self.check("aclrtFree", self.lib.aclrtFree(p))
+
+    def malloc_host(self, size):
+        p = c_void_p()
+        self.check("aclrtMallocHost", self.lib.aclrtMallocHost(byref(p), size))
+        return p.value
+
+    def free_host(self, p):
+        self.check("aclrtFreeHost", self.lib.aclrtFreeHost(p))
+
+    def attrs(self, p):
+        a = PtrAttributes()
+        self.check("aclrtPointerGetAttributes", self.lib.aclrtPointerGetAttributes(p, byref(a)))
+        return a.location.type, a.location.id
+
+    def h2d(self, dst, data, stream=None, sync=False):
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        if sync:
+            self.check("aclrtMemcpy", self.lib.aclrtMemcpy(dst, len(data), buf, len(data), H2D))
+        else:
+            self._keep.append(buf)
+            self.check("aclrtMemcpyAsync",
+                       self.lib.aclrtMemcpyAsync(dst, len(data), buf, len(data), H2D, stream))
+        return buf
+
+    def d2h(self, src, n, stream=None, sync=False):
+        buf = ctypes.create_string_buffer(n)
+        if sync:
+            self.check("aclrtMemcpy", self.lib.aclrtMemcpy(buf, n, src, n, D2H))
+        else:
+            self.check("aclrtMemcpyAsync", self.lib.aclrtMemcpyAsync(buf, n, src, n, D2H, stream))
+        return buf
+
+    # ---- streams and events ----
+    def create_stream(self, priority=0):
+        s = c_void_p()
+        self.check("aclrtCreateStreamWithConfig",
+                   self.lib.aclrtCreateStreamWithConfig(byref(s), priority, 0))
+        return s.value
+
+    def destroy_stream(self, s):
+        self.check("aclrtDestroyStream", self.lib.aclrtDestroyStream(s))
+
+    def sync(self, s=None):
+        self.check("aclrtSynchronizeStream", self.lib.aclrtSynchronizeStream(s))
+
+    def query(self, s=None):
+        st = c_int()
+        self.check("aclrtStreamQuery", self.lib.aclrtStreamQuery(s, byref(st)))
+        return st.value
+
+    def create_event(self, flag=ACL_EVENT_TIME_LINE):
+        e = c_void_p()
+        self.check("aclrtCreateEventWithFlag", self.lib.aclrtCreateEventWithFlag(byref(e), flag))
+        return e.value
+
+    def record(self, e, s=None):
+        self.check("aclrtRecordEvent", self.lib.aclrtRecordEvent(e, s))
+
+    def wait_event(self, s, e):
+        self.check("aclrtStreamWaitEvent", self.lib.aclrtStreamWaitEvent(s, e))
+
+    def event_status(self, e):
+        st = c_int()
+        self.check("aclrtQueryEventStatus", self.lib.aclrtQueryEventStatus(e, byref(st)))
+        return st.value
+
+    def elapsed(self, a, b):
+        ms = c_float()
+        self.check("aclrtEventElapsedTime", self.lib.aclrtEventElapsedTime(byref(ms), a, b))
+        return ms.value
+
+    def launch(self, fn, stream=None, name=b"test_work", release=None):
+        """Runs fn() on the stream's worker; fn returns an int status."""
+        run = RUN_FN(lambda ctx: fn())
+        rel = RELEASE_FN(lambda ctx: release()) if release else RELEASE_FN()
+        name_buf = ctypes.create_string_buffer(name)
+        work = NpuSimWork(ctypes.cast(name_buf, c_char_p), run, rel, None)
+        self._keep.extend([run, rel, name_buf])
+        wid = c_uint64()
+        self.check("npuSimLaunchWork", self.lib.npuSimLaunchWork(stream, byref(work), byref(wid)))
+        return wid.value
+
+
+def load_sim(path=None):
+    return Sim(load(path or os.environ["NPU_SIM_LIBRARY"]))

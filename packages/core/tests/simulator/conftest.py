@@ -1,0 +1,130 @@
+"""Fixtures for the NPU simulator tests.
+
+The library under test is, in order: $NPU_SIM_LIBRARY; torch_npu/lib/
+libnpu_sim.so of an installed torch_npu (located without importing it);
+otherwise it is built from packages/core/csrc/simulator with CMake, once
+per session.
+"""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+SOURCE_DIR = TESTS_DIR.parents[1] / "csrc" / "simulator"
+sys.path.insert(0, str(TESTS_DIR))
+
+import _simlib  # noqa: E402
+
+# Configuration the simulator reads; tests set it explicitly.
+SIM_ENV_VARS = (
+    "NPU_SIM_DEVICE_COUNT",
+    "NPU_SIM_DEVICE_MEMORY",
+    "NPU_SIM_CHECKER",
+    "NPU_SIM_CANN_VERSION",
+    "NPU_SIM_SOC_NAME",
+    "ASCEND_RT_VISIBLE_DEVICES",
+)
+
+
+def _installed_library():
+    spec = importlib.util.find_spec("torch_npu")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "lib" / "libnpu_sim.so"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _build_library(build_dir):
+    configure = ["cmake", "-S", str(SOURCE_DIR), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release"]
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    for cmd in (configure, ["cmake", "--build", str(build_dir), "-j2"]):
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.fail(f"building the simulator failed: {' '.join(cmd)}\n{result.stdout}\n{result.stderr}")
+    return build_dir / "libnpu_sim.so"
+
+
+@pytest.fixture(scope="session")
+def lib_path(tmp_path_factory):
+    env = os.environ.get("NPU_SIM_LIBRARY")
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            pytest.fail(f"NPU_SIM_LIBRARY={env} does not exist")
+        return path
+    path = _installed_library()
+    if path is not None:
+        return path
+    return _build_library(tmp_path_factory.mktemp("npu_sim_build"))
+
+
+@pytest.fixture(scope="session")
+def sim(lib_path):
+    """The library loaded into the test process, with the default config."""
+    for name in SIM_ENV_VARS:
+        os.environ.pop(name, None)  # read at the first call, which is below
+    s = _simlib.Sim(_simlib.load(str(lib_path)))
+    s.set_device(0)
+    return s
+
+
+@pytest.fixture
+def dev0(sim):
+    """Makes device 0 current on the calling thread."""
+    sim.set_device(0)
+    return sim
+
+
+class Runner:
+    """Runs a script against the library in a fresh Python process."""
+
+    PRELUDE = textwrap.dedent(
+        """\
+        import ctypes, os, sys, time
+        sys.path.insert(0, {tests!r})
+        from _simlib import *
+        sim = load_sim()
+        lib = sim.lib
+        """
+    )
+
+    def __init__(self, lib_path):
+        self.lib_path = lib_path
+
+    def env(self, **overrides):
+        env = {k: v for k, v in os.environ.items() if k not in SIM_ENV_VARS}
+        env["NPU_SIM_LIBRARY"] = str(self.lib_path)
+        env.pop("PYTHONFAULTHANDLER", None)
+        env.update({k: str(v) for k, v in overrides.items()})
+        return env
+
+    def run(self, body, timeout=60, **env):
+        code = self.PRELUDE.format(tests=str(TESTS_DIR)) + textwrap.dedent(body)
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env(**env),
+        )
+
+    def ok(self, body, **env):
+        result = self.run(body, **env)
+        assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+        return result
+
+
+@pytest.fixture(scope="session")
+def runner(lib_path):
+    return Runner(lib_path)

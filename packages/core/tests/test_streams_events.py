@@ -1,0 +1,174 @@
+"""Streams and events: asynchrony, ordering, timing, per-thread streams."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import torch_npu  # noqa: F401
+
+
+def test_stream_basics():
+    s = torch.npu.Stream()
+    assert isinstance(s, torch.Stream)
+    assert s.device == torch.device("npu:0")
+    assert s != torch.npu.default_stream()
+    assert s.npu_stream != 0
+    assert s.priority == 0
+    high = torch.npu.Stream(priority=-1)
+    assert high.priority == -1
+    assert torch.npu.Stream.priority_range() == (0, -1)
+    assert "npu_stream" in repr(s)
+    assert torch.npu.Stream(device=2).device_index == 2
+
+
+def test_current_stream_is_per_thread_and_settable():
+    s = torch.npu.Stream()
+    default = torch.npu.default_stream()
+    assert torch.npu.current_stream() == default
+    with torch.npu.stream(s):
+        assert torch.npu.current_stream() == s
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(torch.npu.current_stream()))
+        thread.start()
+        thread.join()
+        assert seen == [default]
+    assert torch.npu.current_stream() == default
+    torch.npu.set_stream(s)
+    try:
+        assert torch.npu.current_stream() == s
+        assert torch.accelerator.current_stream() == s
+    finally:
+        torch.npu.set_stream(default)
+
+
+def test_stream_context_switches_device():
+    s = torch.npu.Stream(device=3)
+    with torch.npu.stream(s):
+        assert torch.npu.current_device() == 3
+        assert torch.npu.current_stream() == s
+        assert torch.empty(1, device="npu").device.index == 3
+    assert torch.npu.current_device() == 0
+    assert torch.npu.current_stream(3) == torch.npu.default_stream(3)
+
+
+def test_query_is_false_while_work_is_pending():
+    s = torch.npu.Stream()
+    with torch.npu.stream(s):
+        torch.npu._sleep(300)
+    assert not s.query()
+    event = s.record_event()
+    assert not event.query()
+    s.synchronize()
+    assert s.query() and event.query()
+
+
+def test_host_returns_before_device_work_finishes():
+    done = torch.npu.Event()
+    torch.npu._sleep(200)
+    done.record()
+    assert not done.query()  # the call above returned with the work pending
+    done.synchronize()
+    assert done.query()
+
+
+@pytest.mark.parametrize("iteration", range(12))
+def test_event_orders_two_streams(iteration):
+    producer = torch.npu.Stream()
+    consumer = torch.npu.Stream()
+    n = 1 << 16
+    data = torch.zeros(n, device="npu")
+    out = torch.empty(n, device="npu")
+    torch.npu.synchronize()
+    with torch.npu.stream(producer):
+        torch.npu._sleep(5 + 7 * (iteration % 4))
+        data.fill_(float(iteration + 1))
+        ready = producer.record_event()
+    with torch.npu.stream(consumer):
+        consumer.wait_event(ready)
+        out.copy_(data)
+    consumer.synchronize()
+    assert out.cpu().eq(iteration + 1).all()
+
+
+def test_wait_stream_orders_streams():
+    a, b = torch.npu.Stream(), torch.npu.Stream()
+    x = torch.zeros(1024, device="npu")
+    y = torch.empty(1024, device="npu")
+    torch.npu.synchronize()
+    with torch.npu.stream(a):
+        torch.npu._sleep(30)
+        x.fill_(3)
+    b.wait_stream(a)
+    with torch.npu.stream(b):
+        y.copy_(x)
+    b.synchronize()
+    assert y.cpu().eq(3).all()
+
+
+def test_elapsed_time_grows_with_the_work():
+    def timed(ms):
+        start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+        start.record()
+        torch.npu._sleep(ms)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    short, long = timed(5), timed(60)
+    assert short >= 5 * 0.9
+    assert long > short
+
+
+def test_event_errors_are_clear():
+    never = torch.npu.Event()
+    with pytest.raises(RuntimeError, match="never recorded"):
+        never.wait()
+    with pytest.raises(RuntimeError, match="never recorded"):
+        torch.npu.current_stream().wait_event(never)
+    untimed = torch.npu.Event()
+    untimed.record()
+    other = torch.npu.Event()
+    other.record()
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        untimed.elapsed_time(other)
+    timed = torch.npu.Event(enable_timing=True)
+    with pytest.raises(RuntimeError, match="recorded"):
+        timed.elapsed_time(torch.npu.Event(enable_timing=True))
+    assert never.query()  # a never-recorded event counts as complete, as on CUDA
+
+
+def test_event_binds_to_its_first_device():
+    event = torch.npu.Event()
+    event.record(torch.npu.Stream(device=1))
+    assert event.device == torch.device("npu:1")
+    with pytest.raises(RuntimeError, match="does not match"):
+        event.record(torch.npu.Stream(device=0))
+    event.record(torch.npu.Stream(device=1))
+    event.synchronize()
+
+
+def test_generic_torch_stream_and_event_work_on_npu():
+    s = torch.Stream(device="npu")
+    e = torch.Event(device="npu", enable_timing=True)
+    e.record(s)
+    s.synchronize()
+    assert e.query() and s.query()
+    torch.accelerator.set_stream(s)
+    try:
+        assert torch.npu.current_stream() == s
+    finally:
+        torch.accelerator.set_stream(torch.npu.default_stream())
+
+
+def test_launch_blocking(python_subprocess):
+    code = """
+        import torch, torch_npu
+        torch.npu._sleep(100)
+        print(torch.npu.current_stream().query())
+    """
+    result = python_subprocess(code, env={"ASCEND_LAUNCH_BLOCKING": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"

@@ -1,0 +1,213 @@
+"""npu streams and events, as torch.cuda.Stream / torch.cuda.Event.
+
+Both are the generic ``torch.Stream`` / ``torch.Event`` of PyTorch, backed by
+the npu device guard, with the extras of Ascend's torch_npu (``npu_stream``,
+``priority``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from .. import _C
+from ._device import _DeviceLike, _get_device_index
+
+_NPU_DEVICE_TYPE = 20  # c10::DeviceType::PrivateUse1
+
+
+def _lazy_init() -> None:
+    from . import _lazy_init as init
+
+    init()
+
+
+class Stream(torch.Stream):
+    """An in-order queue of npu work.
+
+    Args:
+        device: the stream's device (current device if None).
+        priority: 0 (normal) or negative (high priority), like torch.cuda.
+    """
+
+    def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs: Any) -> "Stream":
+        if {"stream_id", "device_index", "device_type"} <= kwargs.keys():
+            return super().__new__(cls, **kwargs)
+        index = _get_device_index(device, optional=True)
+        _C._check_device_index(index)
+        _lazy_init()
+        stream_id, index = _C._get_stream_from_pool(priority, index)
+        return super().__new__(
+            cls, stream_id=stream_id, device_index=index, device_type=_NPU_DEVICE_TYPE
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    @classmethod
+    def _wrap(cls, packed: tuple[int, int]) -> "Stream":
+        stream_id, index = packed
+        return cls(stream_id=stream_id, device_index=index, device_type=_NPU_DEVICE_TYPE)
+
+    @property
+    def npu_stream(self) -> int:
+        """The runtime's stream handle, as an integer."""
+        return _C._stream_handle(self.stream_id, self.device_index)
+
+    @property
+    def priority(self) -> int:
+        return _C._stream_priority(self.stream_id, self.device_index)
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(least, greatest) priority: (0, -1)."""
+        return tuple(_C._stream_priority_range())
+
+    def record_event(self, event: Optional["Event"] = None) -> "Event":
+        """Records ``event`` (a new Event if None) on this stream and returns it."""
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    def wait_event(self, event: "Event") -> None:
+        """Makes all future work on this stream wait for ``event``."""
+        event.wait(self)
+
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Makes all future work on this stream wait for the work queued so far
+        on ``stream``."""
+        self.wait_event(Stream._as_npu(stream).record_event())
+
+    @staticmethod
+    def _as_npu(stream: torch.Stream) -> "Stream":
+        if isinstance(stream, Stream):
+            return stream
+        if stream.device_type != _NPU_DEVICE_TYPE:
+            raise ValueError(f"Expected an npu stream, got a stream of {stream.device}")
+        return Stream._wrap((stream.stream_id, stream.device_index))
+
+    def __repr__(self) -> str:
+        return (
+            f"<torch_npu.npu.Stream device=npu:{self.device_index} "
+            f"npu_stream={self.npu_stream:#x}>"
+        )
+
+
+class Event(torch.Event):
+    """A marker in a stream's work, for synchronization and timing.
+
+    Like torch.cuda.Event, the event binds to the device of the first stream
+    it is recorded on; recording it later on another device is an error.
+
+    Args:
+        enable_timing: whether ``elapsed_time`` can be used.
+        blocking: accepted for torch.cuda compatibility.
+        interprocess: not supported yet.
+    """
+
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> "Event":
+        if interprocess:
+            raise NotImplementedError("Interprocess npu events are not supported yet.")
+        event = super().__new__(
+            cls, device=torch.device("npu"), enable_timing=enable_timing, blocking=blocking
+        )
+        event._enable_timing = enable_timing
+        event._recorded = False
+        return event
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def record(self, stream: Optional[torch.Stream] = None) -> None:
+        """Records the event on ``stream`` (the current stream if None)."""
+        if stream is None:
+            stream = current_stream()
+        super().record(stream)
+        self._recorded = True
+
+    def wait(self, stream: Optional[torch.Stream] = None) -> None:
+        """Makes all future work on ``stream`` (current stream if None) wait
+        for the work recorded before this event."""
+        if not self._recorded:
+            raise RuntimeError(
+                "Event.wait() on an npu event that was never recorded: call "
+                "event.record() (or stream.record_event()) before waiting on it."
+            )
+        super().wait(current_stream() if stream is None else stream)
+
+    def query(self) -> bool:
+        """True when the work recorded before this event has finished (or it
+        was never recorded)."""
+        return bool(super().query())
+
+    def synchronize(self) -> None:
+        """Blocks the host until the work recorded before this event has finished."""
+        super().synchronize()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds from this event to ``end_event`` (both recorded, both
+        with enable_timing=True, and both complete)."""
+        if not (self._enable_timing and getattr(end_event, "_enable_timing", False)):
+            raise RuntimeError(
+                "elapsed_time needs both events created with enable_timing=True."
+            )
+        if not (self._recorded and getattr(end_event, "_recorded", False)):
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return float(_C._event_elapsed_time(self.event_id, end_event.event_id))
+
+    def __repr__(self) -> str:
+        return f"<torch_npu.npu.Event device=npu:{self.device.index} recorded={self._recorded}>"
+
+
+def current_stream(device: _DeviceLike = None) -> Stream:
+    """The calling thread's current stream on ``device`` (current device if None)."""
+    return Stream._wrap(_C._get_current_stream(_get_device_index(device, optional=True)))
+
+
+def default_stream(device: _DeviceLike = None) -> Stream:
+    """The default stream of ``device`` (current device if None)."""
+    return Stream._wrap(_C._get_default_stream(_get_device_index(device, optional=True)))
+
+
+def set_stream(stream: Optional[torch.Stream]) -> None:
+    """Makes ``stream`` the calling thread's current stream on its device."""
+    if stream is None:
+        return
+    stream = Stream._as_npu(stream)
+    _C._set_current_stream(stream.stream_id, stream.device_index)
+
+
+class StreamContext:
+    """Context manager that makes ``stream`` current (and its device current)."""
+
+    def __init__(self, stream: Optional[torch.Stream]) -> None:
+        self.stream = None if stream is None else Stream._as_npu(stream)
+        self._prev_device = -1
+        self._prev_stream: Optional[Stream] = None
+        self._prev_stream_on_target: Optional[Stream] = None
+
+    def __enter__(self) -> Optional[Stream]:
+        if self.stream is None:
+            return None
+        self._prev_stream = current_stream()
+        self._prev_stream_on_target = current_stream(self.stream.device_index)
+        self._prev_device = _C._exchange_device(self.stream.device_index)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.stream is None:
+            return False
+        set_stream(self._prev_stream_on_target)
+        _C._exchange_device(self._prev_device)
+        set_stream(self._prev_stream)
+        return False
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    """``with torch.npu.stream(s):`` runs the block with ``s`` current."""
+    return StreamContext(stream)
