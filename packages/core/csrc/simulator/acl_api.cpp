@@ -14,7 +14,7 @@ namespace impl = npu_sim::impl;
 // Every function of the contract must be defined here: a missing one fails
 // the link of this check (-Wl,--no-undefined keeps it from being deferred).
 #define NPU_SIM_TAKE_ADDRESS(ret, name, params, args) reinterpret_cast<void*>(&::name),
-[[maybe_unused]] static void* const kEveryAclFunction[] = {
+[[maybe_unused]] __attribute__((used)) static void* const kEveryAclFunction[] = {
     TORCH_NPU_ACL_REQUIRED_FUNCTIONS(NPU_SIM_TAKE_ADDRESS)
     TORCH_NPU_ACL_OPTIONAL_FUNCTIONS(NPU_SIM_TAKE_ADDRESS)};
 #undef NPU_SIM_TAKE_ADDRESS

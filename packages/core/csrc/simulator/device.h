@@ -52,7 +52,8 @@ class Device {
   // before the call. With `error`, also consumes the streams' unreported
   // device-work failures and returns the first (counting the others in
   // it). Fails when called from this device's own device work (it would
-  // wait for itself) or when the process is exiting.
+  // wait for itself). Returns early, with success, once the process is
+  // exiting (queued work is abandoned then).
   aclError drain(const char* api, std::shared_ptr<WorkError>* error);
 
  private:

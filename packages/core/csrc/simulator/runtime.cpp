@@ -59,6 +59,10 @@ bool processExiting() {
   return g_exiting.load(std::memory_order_relaxed);
 }
 
+void markProcessExiting() {
+  g_exiting.store(true, std::memory_order_seq_cst);
+}
+
 void noteDeviceInitialized() {
   g_device_initialized.store(true, std::memory_order_relaxed);
 }

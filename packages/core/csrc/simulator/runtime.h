@@ -76,8 +76,12 @@ class Runtime {
   HostMemory host_;
 };
 
-// True once the process started exiting (atexit): blocking waits give up.
+// True once the process started exiting (atexit), or a worker thread was
+// killed under us (pthread_exit from code the work called, e.g. a Python
+// callback during interpreter shutdown): blocking waits then return at
+// once, since the work they wait for will never run.
 bool processExiting();
+void markProcessExiting();
 // A device was initialised: a fork() child cannot use the simulator.
 void noteDeviceInitialized();
 

@@ -101,7 +101,9 @@ aclError Stream::ensureWorker() {
     return ACL_SUCCESS;
   }
   if (processExiting()) {
-    return fail(ACL_ERROR_RT_FAILURE, "the process is exiting: no new device work starts");
+    // Work enqueued now is abandoned like the rest (see runtime.h); no
+    // thread starts, and synchronizing calls return at once.
+    return ACL_SUCCESS;
   }
   try {
     worker_ = std::thread([this] { workerMain(); });
@@ -255,12 +257,18 @@ void Stream::workerMain() {
 
   // Runs on normal return and on forced unwinding (pthread_exit from code
   // the work called, e.g. a Python callback during interpreter shutdown).
+  // Dying without having been asked to stop means the process is going
+  // down: waiters must not wait for this worker.
   struct ExitFlag {
-    std::atomic<bool>& flag;
+    Stream& stream;
+    bool normal = false;
     ~ExitFlag() {
-      flag.store(true, std::memory_order_release);
+      if (!normal) {
+        markProcessExiting();
+      }
+      stream.worker_exited_.store(true, std::memory_order_release);
     }
-  } exit_flag{worker_exited_};
+  } exit_flag{*this};
 
   std::vector<WorkItem> batch;
   uint64_t done = completed_.load(std::memory_order_relaxed);
@@ -300,6 +308,7 @@ void Stream::workerMain() {
     batch.clear();
   }
   tls_worker_stream = nullptr;
+  exit_flag.normal = true;
 }
 
 // ---------------------------------------------------------------------------

@@ -61,8 +61,9 @@ class Stream {
   }
   void release();
 
-  // Starts the worker if needed; call before building an item that takes
-  // references, so that enqueue itself cannot fail.
+  // Starts the worker if needed (not once the process is exiting); call
+  // before building an item that takes references, so that enqueue itself
+  // cannot fail.
   aclError ensureWorker();
   // Appends an item; ensureWorker must have succeeded.
   void enqueue(const WorkItem& item);
@@ -74,8 +75,8 @@ class Stream {
   bool reached(uint64_t target) const {
     return completed_.load(std::memory_order_acquire) >= target;
   }
-  // Blocks until `target` items executed. False only when the process
-  // started exiting meanwhile.
+  // Blocks until `target` items executed. False when the process started
+  // exiting meanwhile (the work is abandoned: callers report success).
   bool waitFor(uint64_t target);
 
   // The unreported device-work failure, if any, without consuming it.

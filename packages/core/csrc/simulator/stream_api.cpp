@@ -30,8 +30,11 @@ aclError selfWait(const char* api) {
               "%s: device work cannot wait for its own stream (it would wait for itself)", api);
 }
 
-aclError exiting(const char* api) {
-  return fail(ACL_ERROR_RT_FAILURE, "%s: the process is exiting", api);
+// A wait cut short because the process is exiting: the work it waited for
+// was abandoned and never runs. Success, so that destructors synchronizing
+// at exit do not fail (see runtime.h).
+aclError abandonedAtExit() {
+  return ACL_SUCCESS;
 }
 
 } // namespace
@@ -103,7 +106,7 @@ aclError synchronizeStream(aclrtStream stream) {
     return selfWait(api);
   }
   if (!s->waitFor(s->enqueued())) {
-    return exiting(api);
+    return abandonedAtExit();
   }
   return reportWorkError(s->takeError());
 }
@@ -297,7 +300,7 @@ aclError synchronizeEvent(aclrtEvent event) {
     return ACL_SUCCESS;
   }
   if (!e->wait(generation)) {
-    return exiting(api);
+    return abandonedAtExit();
   }
   return reportWorkError(e->state().error);
 }

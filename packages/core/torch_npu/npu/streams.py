@@ -47,8 +47,11 @@ class Stream(torch.Stream):
 
     @classmethod
     def _wrap(cls, packed: tuple[int, int]) -> "Stream":
+        # torch.Stream's own constructor: current_stream() is called often.
         stream_id, index = packed
-        return cls(stream_id=stream_id, device_index=index, device_type=_NPU_DEVICE_TYPE)
+        return torch.Stream.__new__(
+            cls, stream_id=stream_id, device_index=index, device_type=_NPU_DEVICE_TYPE
+        )
 
     @property
     def npu_stream(self) -> int:
@@ -124,8 +127,7 @@ class Event(torch.Event):
 
     def record(self, stream: Optional[torch.Stream] = None) -> None:
         """Records the event on ``stream`` (the current stream if None)."""
-        if stream is None:
-            stream = current_stream()
+        # None: torch.Event records on the current stream of its device.
         super().record(stream)
         self._recorded = True
 

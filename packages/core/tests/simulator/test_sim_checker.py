@@ -78,8 +78,10 @@ WORKLOAD = """
     assert lib.aclrtMapMem(va.value, 2 * MiB, 0, h.value, 0) == 0
     assert lib.aclrtMapMem(va.value + 2 * MiB, 2 * MiB, 0, h.value, 0) == 0
     sim.launch(lambda: ctypes.memset(va.value + delta, 0x42, 1000) and 0, name=b"fill")
-    results.append(sim.d2h(va.value + 2 * MiB, 1000).raw)
+    out = sim.d2h(va.value + 2 * MiB, 1000)
     sim.sync()
+    assert out.raw == b"\x42" * 1000
+    results.append(out.raw)
     print(len(results), hashlib.sha256(b"".join(results)).hexdigest())
     print("delta", delta != 0)
 """
