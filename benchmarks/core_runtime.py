@@ -39,6 +39,12 @@ def median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def time_once(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
 def bandwidth(nbytes: int, repeats: int) -> list[tuple[str, float, float]]:
     host_a = np.ones(nbytes, dtype=np.uint8)
     host_b = np.empty(nbytes, dtype=np.uint8)
@@ -64,11 +70,14 @@ def bandwidth(nbytes: int, repeats: int) -> list[tuple[str, float, float]]:
 
     rows = []
     for name, fn in [("H2D", h2d), ("D2H", d2h), ("D2D", d2d)]:
-        # Interleave npu and host runs so that both see the same machine load.
+        # Alternate npu and host copies so both see the same machine load;
+        # the best of many runs is the stable figure on a shared machine.
+        fn()
+        host_memcpy()
         npu_t, host_t = [], []
-        for _ in range(3):
-            npu_t.append(median_time(fn, repeats))
-            host_t.append(median_time(host_memcpy, repeats))
+        for _ in range(repeats):
+            npu_t.append(time_once(fn))
+            host_t.append(time_once(host_memcpy))
         rows.append((name, nbytes / min(npu_t) / 1e9, nbytes / min(host_t) / 1e9))
     return rows
 
@@ -107,7 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = parser.parse_args()
-    repeats = 5 if args.quick else 15
+    repeats = 10 if args.quick else 30
 
     info = torch_npu._C._backend_info()
     print(f"torch {torch.__version__}, torch_npu {torch_npu.__version__}, backend: {info['description']}")

@@ -15,6 +15,8 @@ import torch_npu
 PROGRAM = r"""
 #include <cstdio>
 
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+
 #include "npu/NPUCachingAllocator.h"
 #include "npu/NPUEvent.h"
 #include "npu/NPUFunctions.h"
@@ -25,13 +27,17 @@ int main() {
   const c10_npu::NPUStream stream = c10_npu::getStreamFromPool(/*isHighPriority=*/true);
   auto* allocator = c10_npu::NPUCachingAllocator::get();
   void* ptr = allocator->raw_alloc_with_stream(1 << 20, stream.stream());
+  // ATen asks the hooks which device a pointer belongs to (at::from_blob).
+  const auto ptr_device = at::detail::getPrivateUse1Hooks().getDeviceFromPtr(
+      static_cast<char*>(ptr) + 100);
   c10_npu::NPUEvent event(ACL_EVENT_TIME_LINE);
   event.record(stream);
   event.synchronize();
   allocator->raw_delete(ptr);
   const auto stats = c10_npu::NPUCachingAllocator::getDeviceStats(1);
-  std::printf("devices=%d stream_device=%d priority=%d reserved=%lld\n",
+  std::printf("devices=%d stream_device=%d ptr_device=%d priority=%d reserved=%lld\n",
               static_cast<int>(c10_npu::device_count()), static_cast<int>(stream.device_index()),
+              static_cast<int>(ptr_device.index()),
               stream.priority(), static_cast<long long>(stats.reserved_bytes[0].current));
   return 0;
 }
@@ -64,4 +70,4 @@ def test_libtorch_program_links_core_runtime(tmp_path):
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     run = subprocess.run([str(build / "npu_cpp_user")], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "devices=8 stream_device=1 priority=-1 reserved=2097152"
+    assert run.stdout.strip() == "devices=8 stream_device=1 ptr_device=1 priority=-1 reserved=2097152"

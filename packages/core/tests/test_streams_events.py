@@ -172,3 +172,19 @@ def test_launch_blocking(python_subprocess):
     result = python_subprocess(code, env={"ASCEND_LAUNCH_BLOCKING": "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
+
+
+def test_torch_accelerator_api_on_npu():
+    assert torch.accelerator.is_available()
+    torch.accelerator.set_device_index(1)
+    try:
+        assert torch.accelerator.current_device_index() == 1
+        assert torch.npu.current_device() == 1
+    finally:
+        torch.accelerator.set_device_index(0)
+    t = torch.empty(1000, device="npu")
+    del t
+    assert torch.accelerator.memory_reserved(0) > 0
+    torch.accelerator.empty_cache()
+    torch.accelerator.synchronize(0)
+    assert torch.npu.Stream().is_capturing() is False

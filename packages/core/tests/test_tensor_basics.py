@@ -177,3 +177,20 @@ def test_autograd_through_copies_uses_worker_threads():
     y = x.npu().cpu()
     y.backward(torch.tensor([1.0, 2.0, 3.0]))
     assert x.grad.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_storage_resize_frees_and_regrows_like_fsdp2():
+    param = torch.arange(1024.0).npu()
+    storage = param.untyped_storage()
+    before = torch.npu.memory_allocated()
+    storage.resize_(0)  # FSDP2 frees a sharded parameter's memory this way
+    assert storage.nbytes() == 0
+    assert torch.npu.memory_allocated() == before - 4096
+    storage.resize_(4096)
+    assert storage.nbytes() == 4096
+    param.copy_(torch.full((1024,), 2.0))
+    assert param.cpu().eq(2).all()
+    grown = torch.arange(4.0).npu()
+    grown.untyped_storage().resize_(32)  # growing keeps the data
+    assert grown.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+

@@ -46,6 +46,9 @@ aclError DeviceMemory::initialize() {
                 "aclrtSetDevice: could not size the memory of device %u to %s: %s", device_,
                 formatBytes(capacity_).c_str(), std::strerror(err));
   }
+  if (!layout_.checker && mapAnonymousHeap()) {
+    return ACL_SUCCESS;
+  }
   std::string error;
   if (!mapDeviceRange(layout_, heap_base_, capacity_, fd_, 0, &error)) {
     close(fd_);
@@ -54,6 +57,32 @@ aclError DeviceMemory::initialize() {
                 error.c_str());
   }
   return ACL_SUCCESS;
+}
+
+bool DeviceMemory::mapAnonymousHeap() {
+  // Without the checker, nothing needs a second mapping of aclrtMalloc
+  // memory, so it is private anonymous memory, which (unlike memfd pages
+  // here) can use transparent huge pages: copies then run at host memcpy
+  // speed. The memfd still backs the VMM's physical handles, which may be
+  // mapped several times; both draw on the same physical-range allocator.
+  void* at = reinterpret_cast<void*>(heap_base_);
+  void* p = mmap(at, capacity_, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return false; // e.g. strict overcommit: fall back to the memfd mapping
+  }
+  madvise(p, capacity_, MADV_HUGEPAGE);
+  madvise(p, capacity_, MADV_DONTFORK);
+  heap_anonymous_ = true;
+  return true;
+}
+
+void DeviceMemory::releaseHeapPages(uint64_t offset, uint64_t size) const {
+  if (heap_anonymous_) {
+    madvise(reinterpret_cast<void*>(heap_base_ + offset), size, MADV_DONTNEED);
+  } else {
+    punchHole(offset, size);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -137,7 +166,7 @@ aclError DeviceMemory::free(void* ptr) {
     heap_.erase(it);
   }
   const uint64_t offset = p - heap_base_;
-  punchHole(offset, allocation.rounded);
+  releaseHeapPages(offset, allocation.rounded);
   std::unique_lock lock(mutex_);
   physical_.release(offset, allocation.rounded);
   used_ -= allocation.rounded;

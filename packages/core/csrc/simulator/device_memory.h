@@ -97,6 +97,11 @@ class DeviceMemory {
   // Physical ranges; the caller holds mutex_ exclusively.
   bool takePhysical(uint64_t size, uint64_t* offset);
   void punchHole(uint64_t offset, uint64_t size) const;
+  // Maps the aclrtMalloc heap as anonymous memory (checker off); false if
+  // the kernel refuses, leaving the memfd mapping to be used.
+  bool mapAnonymousHeap();
+  // Returns freed aclrtMalloc pages to the host.
+  void releaseHeapPages(uint64_t offset, uint64_t size) const;
   aclError outOfMemory(const char* api, uint64_t size) const;
   const Reservation* findReservation(uintptr_t p, uintptr_t* start) const;
 
@@ -106,6 +111,7 @@ class DeviceMemory {
   const uintptr_t heap_base_;
   const uintptr_t vmm_base_;
   int fd_ = -1;
+  bool heap_anonymous_ = false;
 
   mutable std::shared_mutex mutex_;
   RangeAllocator physical_;

@@ -1,7 +1,6 @@
 #include "errors.h"
 
 #include <cstdarg>
-#include <cstdio>
 
 #include "util.h"
 
@@ -23,22 +22,10 @@ ThreadErrors& threadErrors() {
 } // namespace
 
 aclError fail(aclError code, const char* fmt, ...) {
-  char small[512];
   va_list args;
   va_start(args, fmt);
-  va_list copy;
-  va_copy(copy, args);
-  const int n = std::vsnprintf(small, sizeof(small), fmt, args);
+  setRecentError(vstrFormat(fmt, args));
   va_end(args);
-  std::string message;
-  if (n >= 0 && static_cast<size_t>(n) < sizeof(small)) {
-    message.assign(small, static_cast<size_t>(n));
-  } else if (n >= 0) {
-    message.resize(static_cast<size_t>(n));
-    std::vsnprintf(message.data(), message.size() + 1, fmt, copy);
-  }
-  va_end(copy);
-  setRecentError(std::move(message));
   return code;
 }
 

@@ -29,6 +29,8 @@ aclError HostMemory::allocate(void** ptr, size_t size) {
     p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
       p = nullptr;
+    } else {
+      madvise(p, size, MADV_HUGEPAGE); // copies at host memcpy speed
     }
   } else if (posix_memalign(&p, kPageSize, size) != 0) {
     p = nullptr;

@@ -19,26 +19,27 @@ std::string formatBytes(uint64_t bytes) {
   return strFormat("%.2f %s", value, kUnits[unit]);
 }
 
-std::string strFormat(const char* fmt, ...) {
+std::string vstrFormat(const char* fmt, va_list args) {
   char small[256];
-  va_list args;
-  va_start(args, fmt);
   va_list copy;
   va_copy(copy, args);
   const int n = std::vsnprintf(small, sizeof(small), fmt, args);
-  va_end(args);
   std::string out;
-  if (n < 0) {
-    va_end(copy);
-    return out;
-  }
-  if (static_cast<size_t>(n) < sizeof(small)) {
+  if (n >= 0 && static_cast<size_t>(n) < sizeof(small)) {
     out.assign(small, static_cast<size_t>(n));
-  } else {
+  } else if (n >= 0) {
     out.resize(static_cast<size_t>(n));
     std::vsnprintf(out.data(), out.size() + 1, fmt, copy);
   }
   va_end(copy);
+  return out;
+}
+
+std::string strFormat(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  std::string out = vstrFormat(fmt, args);
+  va_end(args);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdarg>
 #include <string>
 
 namespace npu_sim {
@@ -41,6 +42,8 @@ std::string formatBytes(uint64_t bytes);
 
 // printf into a std::string.
 std::string strFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// strFormat for a va_list (which it consumes).
+std::string vstrFormat(const char* fmt, va_list args);
 
 // Monotonic nanoseconds; event timestamps use it.
 inline int64_t nowNs() {
