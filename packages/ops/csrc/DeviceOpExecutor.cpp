@@ -1,0 +1,381 @@
+#include "DeviceOpExecutor.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/as_strided.h>
+#include <c10/util/Exception.h>
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "ExecutionCounters.h"
+#include "OpTranslation.h"
+#include "OutputShapes.h"
+#include "npu/NPUFunctions.h"
+#include "npu/NPUGenerator.h"
+#include "npu/NPUGuardImpl.h"
+#include "npu/NPUStream.h"
+#include "npu/NPUWork.h"
+
+namespace torch_npu_ops {
+namespace {
+
+using c10::IValue;
+using torch::jit::Stack;
+
+bool is_npu(const at::Tensor& t) {
+  return t.defined() && t.device().is_privateuseone();
+}
+
+// Applies `f` to every tensor inside `v` (tensors, tensor lists and lists of
+// optional tensors), rebuilding the containers.
+template <typename F>
+IValue map_tensors(const IValue& v, const F& f) {
+  if (v.isTensor()) {
+    return f(v.toTensor());
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    const auto list = v.toTensorList();
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) {
+      out.push_back(f(t));
+    }
+    return out;
+  }
+  if (v.isList()) {
+    const auto list = v.toList();
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (const IValue& element : list) {
+      out.push_back(map_tensors(element, f));
+    }
+    return out;
+  }
+  return v;
+}
+
+template <typename F>
+void for_each_tensor(const IValue& v, const F& f) {
+  if (v.isTensor()) {
+    f(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) {
+      f(t);
+    }
+  } else if (v.isList()) {
+    for (const IValue& element : v.toList()) {
+      for_each_tensor(element, f);
+    }
+  }
+}
+
+std::vector<at::Tensor> tensors_of(const IValue& v) {
+  std::vector<at::Tensor> out;
+  for_each_tensor(v, [&](const at::Tensor& t) { out.push_back(t); });
+  return out;
+}
+
+// An npu tensor seen as a CPU tensor over the same memory. Dereferenced
+// only inside device work (the address is the simulator's host alias).
+at::Tensor cpu_alias(const at::Tensor& t) {
+  if (!t.defined()) {
+    return t;
+  }
+  const auto options = t.options().device(c10::DeviceType::CPU);
+  if (t.data_ptr() == nullptr) {
+    return at::empty_strided(t.sizes(), t.strides(), options);
+  }
+  return at::from_blob(c10_npu::host_access(t.data_ptr()), t.sizes(), t.strides(), options);
+}
+
+bool returns_only_tensors(const c10::FunctionSchema& schema) {
+  for (const auto& ret : schema.returns()) {
+    const auto kind = ret.type()->kind();
+    if (kind == c10::TypeKind::TensorType) {
+      continue;
+    }
+    if (kind == c10::TypeKind::ListType &&
+        ret.type()->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::TensorType) {
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+// Ops whose output shape depends on the values of their inputs.
+bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>& args) {
+  static const std::unordered_set<std::string_view> kNames = {
+      "aten::nonzero", "aten::masked_select", "aten::_unique", "aten::_unique2",
+      "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive",
+      "aten::argwhere", "aten::repeat_interleave", "aten::bincount", "aten::histc",
+  };
+  const auto& name = op.schema().name();
+  if (kNames.count(name) > 0) {
+    return true;
+  }
+  if (name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" ||
+      name == "aten::index_put") {
+    // Boolean masks select a data-dependent number of elements.
+    bool has_mask = false;
+    for (const auto& arg : args) {
+      for_each_tensor(arg, [&](const at::Tensor& t) {
+        has_mask |= t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) &&
+            &arg != &args[0];
+      });
+    }
+    return has_mask && name == "aten::index";
+  }
+  return false;
+}
+
+// The input argument a return aliases (same alias set), or -1.
+int aliased_argument(const c10::FunctionSchema& schema, const c10::Argument& ret) {
+  const auto* ret_alias = ret.alias_info();
+  if (ret_alias == nullptr) {
+    return -1;
+  }
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const auto* alias = arguments[i].alias_info();
+    if (alias != nullptr && alias->beforeSets() == ret_alias->beforeSets()) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+uint64_t mix_seed(uint64_t seed, uint64_t offset) {
+  // splitmix64 of (seed, offset): a distinct, reproducible CPU seed for each
+  // slice of the npu generator's counter space.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (offset + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Finds the op's device and checks that its npu tensors agree.
+std::optional<c10::Device> op_device(const std::vector<IValue>& args, const char* name) {
+  std::optional<c10::Device> device;
+  for (const auto& arg : args) {
+    for_each_tensor(arg, [&](const at::Tensor& t) {
+      if (!is_npu(t)) {
+        return;
+      }
+      if (!device.has_value()) {
+        device = t.device();
+      } else {
+        TORCH_CHECK(
+            *device == t.device(), "Expected all tensors to be on the same device, but found at least two "
+            "devices, ", *device, " and ", t.device(), "! (when checking arguments of ", name, ")");
+      }
+    });
+    if (!device.has_value() && arg.isDevice() && arg.toDevice().is_privateuseone()) {
+      device = arg.toDevice();
+    }
+  }
+  return device;
+}
+
+// The arguments of the CPU kernel: npu tensors as CPU aliases, host tensors
+// copied (the host may change them before the work runs), npu devices as
+// CPU, npu generators as CPU generators seeded from the npu generator.
+std::vector<IValue> cpu_arguments(
+    const c10::FunctionSchema& schema, const std::vector<IValue>& args, c10::Device device) {
+  int64_t numel = 0;
+  for (const auto& arg : args) {
+    for_each_tensor(arg, [&](const at::Tensor& t) { numel += t.defined() ? t.numel() : 0; });
+  }
+  std::vector<IValue> out;
+  out.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const IValue& arg = args[i];
+    const auto& type = schema.arguments()[i].real_type();
+    const bool is_generator = type->kind() == c10::TypeKind::GeneratorType ||
+        (type->kind() == c10::TypeKind::OptionalType &&
+         type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType);
+    if (is_generator) {
+      at::Generator npu_generator = arg.isNone()
+          ? c10_npu::getDefaultNPUGenerator(device.index())
+          : arg.toGenerator();
+      TORCH_CHECK(
+          npu_generator.device().is_privateuseone(), "Expected a generator of device 'npu' for ",
+          schema.name(), ", got one of ", npu_generator.device());
+      auto* impl = npu_generator.get<c10_npu::NPUGeneratorImpl>();
+      std::pair<uint64_t, uint64_t> inputs;
+      {
+        std::lock_guard<std::mutex> lock(npu_generator.mutex());
+        inputs = impl->philox_engine_inputs(static_cast<uint64_t>(std::max<int64_t>(numel, 1)));
+      }
+      out.emplace_back(at::detail::createCPUGenerator(mix_seed(inputs.first, inputs.second)));
+      continue;
+    }
+    if (arg.isDevice() && arg.toDevice().is_privateuseone()) {
+      out.emplace_back(c10::Device(c10::DeviceType::CPU));
+      continue;
+    }
+    out.push_back(map_tensors(arg, [](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined()) {
+        return t;
+      }
+      return is_npu(t) ? cpu_alias(t) : t.clone();
+    }));
+  }
+  return out;
+}
+
+// Runs the op synchronously as device work and returns its results on npu.
+void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::Device device,
+              const c10_npu::NPUStream& stream, Stack* stack) {
+  const auto& schema = target.op.schema();
+  struct State {
+    std::vector<IValue> results;
+    std::exception_ptr error;
+  };
+  auto state = std::make_shared<State>();
+  c10_npu::launch_host_work(
+      stream, schema.name().c_str(),
+      [state, op = target.op, cpu_args = cpu_arguments(schema, target.args_for(args), device)]() mutable {
+        try {
+          Stack s(std::make_move_iterator(cpu_args.begin()), std::make_move_iterator(cpu_args.end()));
+          op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+          state->results = std::move(s);
+        } catch (...) {
+          state->error = std::current_exception();
+        }
+      });
+  stream.synchronize();
+  if (state->error) {
+    std::rethrow_exception(state->error);
+  }
+  const auto& returns = target.caller_schema.returns();
+  for (size_t i = 0; i < state->results.size(); ++i) {
+    const int alias = i < returns.size() ? aliased_argument(target.caller_schema, returns[i]) : -1;
+    if (alias >= 0 && returns[i].alias_info()->isWrite()) {
+      stack->push_back(args[alias]);
+      continue;
+    }
+    // Fresh host results (the kernel allocated them on the CPU): to npu.
+    stack->push_back(map_tensors(state->results[i], [&](const at::Tensor& t) {
+      return t.defined() ? t.to(device) : t;
+    }));
+  }
+  count(ExecutionPath::DeviceSync, schema.name());
+}
+
+} // namespace
+
+void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  std::vector<IValue> args(
+      std::make_move_iterator(stack->end() - static_cast<std::ptrdiff_t>(num_args)),
+      std::make_move_iterator(stack->end()));
+  stack->erase(stack->end() - static_cast<std::ptrdiff_t>(num_args), stack->end());
+
+  const auto device = op_device(args, schema.name().c_str());
+  TORCH_CHECK(device.has_value(), "torch-npu-ops: ", schema.name(),
+              " was dispatched to npu without npu tensors or an npu device");
+  const c10_npu::NPUGuard guard(*device);
+  const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device->index());
+  TranslatedOp target = translate(op, args);
+  const auto& target_schema = target.op.schema();
+
+  std::shared_ptr<const OutputSpec> spec;
+  if (returns_only_tensors(schema) && !is_data_dependent(op, args)) {
+    spec = infer_outputs(target, args);
+  }
+  if (spec == nullptr) {
+    // No meta kernel, or one that needs the data: run synchronously, which
+    // also reports genuine argument errors at the call site.
+    run_sync(target, args, *device, stream, stack);
+    return;
+  }
+
+  // Outputs on npu, shaped by the meta results.
+  const auto& returns = schema.returns();
+  std::vector<IValue> results;
+  std::vector<at::Tensor> fresh_outputs;
+  std::vector<bool> return_is_fresh(returns.size(), false);
+  for (size_t i = 0; i < returns.size() && i < spec->size(); ++i) {
+    const std::vector<TensorSpec>& specs = (*spec)[i];
+    const bool is_list = returns[i].type()->kind() == c10::TypeKind::ListType;
+    const int alias = aliased_argument(schema, returns[i]);
+    if (alias >= 0 && returns[i].alias_info()->isWrite()) {
+      // In-place or out=: the kernel writes into the argument, which the
+      // meta kernel may have resized.
+      const auto npu_outs = tensors_of(args[alias]);
+      for (size_t k = 0; k < npu_outs.size() && k < specs.size(); ++k) {
+        if (specs[k].defined && !npu_outs[k].sizes().equals(specs[k].sizes)) {
+          npu_outs[k].resize_(specs[k].sizes);
+        }
+      }
+      results.push_back(args[alias]);
+      continue;
+    }
+    std::vector<at::Tensor> outs;
+    if (alias >= 0) {
+      // A view of the argument.
+      const auto base = tensors_of(args[alias]);
+      for (size_t k = 0; k < specs.size(); ++k) {
+        const at::Tensor& b = base[std::min(k, base.size() - 1)];
+        outs.push_back(specs[k].defined
+                           ? at::as_strided(b, specs[k].sizes, specs[k].strides,
+                                            b.storage_offset() + specs[k].storage_offset)
+                           : at::Tensor());
+      }
+    } else {
+      return_is_fresh[i] = true;
+      for (const auto& s : specs) {
+        outs.push_back(s.defined ? at::empty_strided(s.sizes, s.strides,
+                                                     at::TensorOptions().dtype(s.dtype).device(*device))
+                                 : at::Tensor());
+        fresh_outputs.push_back(outs.back());
+      }
+    }
+    if (is_list) {
+      results.emplace_back(c10::List<at::Tensor>(outs));
+    } else {
+      results.emplace_back(outs.empty() ? at::Tensor() : outs[0]);
+    }
+  }
+
+  std::vector<at::Tensor> fresh_views;
+  fresh_views.reserve(fresh_outputs.size());
+  for (const auto& out : fresh_outputs) {
+    fresh_views.push_back(cpu_alias(out)); // undefined stays undefined
+  }
+  c10_npu::launch_host_work(
+      stream, target_schema.name().c_str(),
+      [op = target.op, cpu_args = cpu_arguments(target_schema, target.args_for(args), *device),
+       fresh_views = std::move(fresh_views), return_is_fresh]() mutable {
+        Stack s(std::make_move_iterator(cpu_args.begin()), std::make_move_iterator(cpu_args.end()));
+        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+        // Functional results were computed into host memory: place them in
+        // the npu outputs (in-place and out= results already are there).
+        size_t k = 0;
+        for (size_t i = 0; i < return_is_fresh.size() && i < s.size(); ++i) {
+          if (!return_is_fresh[i]) {
+            continue;
+          }
+          for_each_tensor(s[i], [&](const at::Tensor& t) {
+            at::Tensor& view = fresh_views[k++];
+            if (t.defined() && view.defined() && view.numel() > 0) {
+              view.copy_(t);
+            }
+          });
+        }
+      });
+  for (auto& r : results) {
+    stack->push_back(std::move(r));
+  }
+  count(ExecutionPath::DeviceAsync, schema.name());
+}
+
+} // namespace torch_npu_ops

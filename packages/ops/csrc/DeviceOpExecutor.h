@@ -1,0 +1,22 @@
+// The generic npu kernel: runs any ATen op that has a CPU kernel as device
+// work on npu memory.
+//
+// 1. The op's meta kernel gives the outputs' sizes, strides and dtypes
+//    (or, for ops whose result depends on the data, nothing);
+// 2. outputs are allocated by the npu caching allocator on the op's device;
+// 3. the CPU kernel is enqueued on the current stream and runs on the
+//    stream's worker, directly on device memory (npu tensors are wrapped as
+//    CPU tensors over the simulator's host-access alias), writing into the
+//    npu outputs. The host returns once the work is queued.
+// Data-dependent ops (and ops without a meta kernel) run the same way but
+// the host waits for the result.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace torch_npu_ops {
+
+// The boxed kernel installed as core's missing-kernel handler.
+void run_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+} // namespace torch_npu_ops

@@ -1,0 +1,30 @@
+// How many ops ran through each execution path of the ops package; read by
+// torch_npu.ops.execution_counters() so users and tests can see whether
+// anything ran synchronously.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace torch_npu_ops {
+
+enum class ExecutionPath {
+  // Output shapes from meta kernels; the CPU kernel runs as device work on
+  // the stream; the host does not wait.
+  DeviceAsync,
+  // The result's shape or value depends on the data (or the op has no meta
+  // kernel): the op still runs as device work, and the host waits for it.
+  DeviceSync,
+};
+
+void count(ExecutionPath path, const std::string& op_name);
+
+// {"device_async": n, "device_sync": n}
+std::map<std::string, int64_t> counters();
+// Op name -> how often it took the synchronous path.
+std::map<std::string, int64_t> sync_ops();
+void reset_counters();
+
+} // namespace torch_npu_ops

@@ -1,0 +1,21 @@
+// torch_npu.ops._C: installs the npu kernels and exposes the counters.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "DeviceOpExecutor.h"
+#include "ExecutionCounters.h"
+#include "aten/MissingKernelFallback.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_npu.ops._C: the npu kernels of torch-npu-ops";
+  m.def("_install", [] {
+    // Every op without a dedicated npu kernel runs through the generic
+    // device executor from now on.
+    c10_npu::aten::set_missing_kernel_handler(&torch_npu_ops::run_on_npu);
+  });
+  m.def("_execution_counters", &torch_npu_ops::counters);
+  m.def("_sync_ops", &torch_npu_ops::sync_ops);
+  m.def("_reset_execution_counters", &torch_npu_ops::reset_counters);
+}

@@ -1,0 +1,197 @@
+#include "OutputShapes.h"
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <ATen/ops/empty_strided.h>
+
+namespace torch_npu_ops {
+namespace {
+
+constexpr size_t kMaxCacheEntries = 16384;
+
+template <typename T>
+void put(std::string& key, const T& value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+void put_tensor(std::string& key, const at::Tensor& t) {
+  key.push_back('T');
+  if (!t.defined()) {
+    key.push_back('0');
+    return;
+  }
+  put(key, static_cast<int8_t>(t.device().type()));
+  put(key, static_cast<int8_t>(t.scalar_type()));
+  put(key, static_cast<int32_t>(t.dim()));
+  for (const auto s : t.sizes()) {
+    put(key, s);
+  }
+  for (const auto s : t.strides()) {
+    put(key, s);
+  }
+  put(key, t.storage_offset());
+}
+
+// Appends what a meta kernel may depend on; false if `v` holds something we
+// cannot describe (the result is then not cached).
+bool put_value(std::string& key, const c10::IValue& v) {
+  if (v.isTensor()) {
+    put_tensor(key, v.toTensor());
+  } else if (v.isNone()) {
+    key.push_back('N');
+  } else if (v.isInt()) {
+    key.push_back('i');
+    put(key, v.toInt());
+  } else if (v.isDouble()) {
+    key.push_back('d');
+    put(key, v.toDouble());
+  } else if (v.isBool()) {
+    key.push_back('b');
+    put(key, v.toBool());
+  } else if (v.isComplexDouble()) {
+    key.push_back('c');
+    put(key, v.toComplexDouble());
+  } else if (v.isString()) {
+    const auto& s = v.toStringRef();
+    key.push_back('s');
+    put(key, s.size());
+    key.append(s);
+  } else if (v.isDevice()) {
+    key.push_back('D');
+    put(key, static_cast<int8_t>(v.toDevice().type()));
+    put(key, v.toDevice().index());
+  } else if (v.isIntList()) {
+    key.push_back('I');
+    const auto list = v.toIntList();
+    put(key, list.size());
+    for (const int64_t x : list) {
+      put(key, x);
+    }
+  } else if (v.isTensorList()) {
+    key.push_back('L');
+    const auto list = v.toTensorList();
+    put(key, list.size());
+    for (const at::Tensor& t : list) {
+      put_tensor(key, t);
+    }
+  } else if (v.isList()) {
+    key.push_back('G');
+    const auto list = v.toList();
+    put(key, list.size());
+    for (const c10::IValue& element : list) {
+      if (!put_value(key, element)) {
+        return false;
+      }
+    }
+  } else {
+    return false; // generators, objects, ...
+  }
+  return true;
+}
+
+TensorSpec spec_of(const at::Tensor& t) {
+  TensorSpec spec;
+  if (!t.defined()) {
+    return spec;
+  }
+  spec.defined = true;
+  spec.sizes.assign(t.sizes().begin(), t.sizes().end());
+  spec.strides.assign(t.strides().begin(), t.strides().end());
+  spec.storage_offset = t.storage_offset();
+  spec.dtype = t.scalar_type();
+  return spec;
+}
+
+std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std::vector<c10::IValue>& args) {
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (const auto& arg : target.args_for(args)) {
+    if (arg.isDevice() && arg.toDevice().is_privateuseone()) {
+      stack.emplace_back(c10::Device(c10::DeviceType::Meta));
+      continue;
+    }
+    stack.push_back(c10::IValue(arg));
+    auto& v = stack.back();
+    auto to_meta = [](const at::Tensor& t) {
+      if (!t.defined() || !t.device().is_privateuseone()) {
+        return t;
+      }
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta));
+    };
+    if (v.isTensor()) {
+      v = to_meta(v.toTensor());
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : v.toTensorList()) {
+        list.push_back(to_meta(t));
+      }
+      v = list;
+    } else if (v.isList()) {
+      const auto in = v.toList();
+      c10::impl::GenericList list(in.elementType());
+      for (const c10::IValue& e : in) {
+        list.push_back(e.isTensor() ? c10::IValue(to_meta(e.toTensor())) : e);
+      }
+      v = list;
+    }
+  }
+  try {
+    target.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+  } catch (const std::exception&) {
+    // No meta kernel, or one that needs the data.
+    return nullptr;
+  }
+  auto spec = std::make_shared<OutputSpec>();
+  for (const auto& result : stack) {
+    std::vector<TensorSpec> tensors;
+    if (result.isTensor()) {
+      tensors.push_back(spec_of(result.toTensor()));
+    } else if (result.isTensorList()) {
+      for (const at::Tensor& t : result.toTensorList()) {
+        tensors.push_back(spec_of(t));
+      }
+    }
+    spec->push_back(std::move(tensors));
+  }
+  return spec;
+}
+
+} // namespace
+
+std::shared_ptr<const OutputSpec> infer_outputs(const TranslatedOp& target, const std::vector<c10::IValue>& args) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const OutputSpec>> cache;
+
+  std::string key;
+  key.reserve(128);
+  const auto* schema_address = &target.caller_schema;
+  put(key, schema_address);
+  bool cacheable = true;
+  for (const auto& arg : args) {
+    if (!put_value(key, arg)) {
+      cacheable = false;
+      break;
+    }
+  }
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      return it->second;
+    }
+  }
+  auto spec = run_meta(target, args);
+  if (cacheable && spec != nullptr) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (cache.size() >= kMaxCacheEntries) {
+      cache.clear(); // shapes changed wholesale (a new model or batch size)
+    }
+    cache.emplace(std::move(key), spec);
+  }
+  return spec;
+}
+
+} // namespace torch_npu_ops

@@ -1,0 +1,146 @@
+"""The generic device executor: results, paths, asynchrony, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_npu
+import torch_npu.ops
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
+
+
+def npu(t: torch.Tensor) -> torch.Tensor:
+    return t.npu()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_pointwise_and_reductions_match_cpu(dtype):
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(5, 7, generator=g) * 10).to(dtype)
+    b = (torch.randn(5, 7, generator=g) * 10).to(dtype)
+    checks = [
+        lambda x, y: x + y,
+        lambda x, y: x * y - 3,
+        lambda x, y: torch.maximum(x, y),
+        lambda x, y: (x > y),
+        lambda x, y: x.sum(dim=1),
+        lambda x, y: x.abs().amax(),
+        lambda x, y: torch.where(x > 0, x, y),
+        lambda x, y: x.t().contiguous(),
+        lambda x, y: x[1:4, ::2] + y[1:4, ::2],
+        lambda x, y: torch.cat([x, y], dim=0),
+        lambda x, y: x.to(torch.float32).mean(dim=0),
+    ]
+    for fn in checks:
+        expected = fn(a, b)
+        actual = fn(npu(a), npu(b))
+        assert actual.device.type == "npu"
+        torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_linear_algebra_and_nn_functions():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 8, generator=g)
+    w = torch.randn(6, 8, generator=g)
+    torch.testing.assert_close((npu(x) @ npu(w).t()).cpu(), x @ w.t())
+    torch.testing.assert_close(F.linear(npu(x), npu(w)).cpu(), F.linear(x, w))
+    torch.testing.assert_close(F.softmax(npu(x), dim=-1).cpu(), F.softmax(x, dim=-1))
+    torch.testing.assert_close(F.layer_norm(npu(x), (8,)).cpu(), F.layer_norm(x, (8,)))
+    img = torch.randn(2, 3, 9, 9, generator=g)
+    k = torch.randn(4, 3, 3, 3, generator=g)
+    torch.testing.assert_close(F.conv2d(npu(img), npu(k), padding=1).cpu(), F.conv2d(img, k, padding=1))
+    torch.testing.assert_close(F.max_pool2d(npu(img), 2).cpu(), F.max_pool2d(img, 2))
+    q = torch.randn(2, 2, 5, 4, generator=g)
+    torch.testing.assert_close(
+        F.scaled_dot_product_attention(npu(q), npu(q), npu(q), is_causal=True).cpu(),
+        F.scaled_dot_product_attention(q, q, q, is_causal=True),
+    )
+
+
+def test_in_place_out_and_views_write_device_memory():
+    x = torch.arange(12.0).npu()
+    view = x.view(3, 4)[:, 1]
+    view.mul_(10)
+    assert x.cpu().tolist() == [0, 10, 2, 3, 4, 50, 6, 7, 8, 90, 10, 11]
+    out = torch.empty(0, device="npu")
+    torch.add(x, 1, out=out)  # out is resized by the op
+    assert out.shape == (12,) and out.cpu()[0].item() == 1
+    diag = x.view(3, 4).diagonal()
+    assert diag.cpu().tolist() == [0.0, 50.0, 10.0]
+
+
+def test_data_dependent_ops_wait_and_say_so():
+    torch_npu.ops.reset_execution_counters()
+    x = torch.tensor([0.0, 3.0, -1.0, 4.0]).npu()
+    assert torch.nonzero(x).cpu().flatten().tolist() == [1, 2, 3]
+    assert x[x > 0].cpu().tolist() == [3.0, 4.0]
+    assert torch.unique(torch.tensor([3, 1, 3, 2]).npu()).cpu().tolist() == [1, 2, 3]
+    assert torch.masked_select(x, x < 0).cpu().tolist() == [-1.0]
+    sync_ops = torch_npu.ops.synchronous_ops()
+    assert "aten::nonzero" in sync_ops and "aten::masked_select" in sync_ops
+    counters = torch_npu.ops.execution_counters()
+    assert counters["device_sync"] >= 4
+    before = counters["device_async"]
+    _ = x * 2
+    assert torch_npu.ops.execution_counters()["device_async"] == before + 1
+
+
+def test_host_returns_before_device_work_finishes():
+    x = torch.randn(256, 256).npu()
+    torch.npu._sleep(300)
+    y = x @ x  # queued behind 300 ms of device work
+    assert not torch.npu.current_stream().query()
+    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())
+
+
+def test_two_streams_with_real_compute_are_ordered_by_events():
+    producer, consumer = torch.npu.Stream(), torch.npu.Stream()
+    x = torch.ones(512, 512).npu()
+    torch.npu.synchronize()
+    for i in range(5):
+        with torch.npu.stream(producer):
+            torch.npu._sleep(10)
+            y = x * (i + 2)
+            done = producer.record_event()
+        with torch.npu.stream(consumer):
+            consumer.wait_event(done)
+            z = y.sum()
+        consumer.synchronize()
+        assert z.cpu().item() == 512 * 512 * (i + 2)
+
+
+def test_error_in_device_work_names_the_op_at_the_next_sync():
+    x = torch.arange(4.0).npu()
+    bad = torch.tensor([7]).npu()
+    y = x.index_select(0, bad)  # queued: the index is checked by the kernel
+    with pytest.raises(RuntimeError, match="index_select") as info:
+        torch.npu.synchronize()
+    assert "out of range" in str(info.value) or "index" in str(info.value)
+    del y
+    assert (x + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0]  # the process keeps working
+
+
+def test_rng_ops_use_the_npu_generator_reproducibly():
+    torch.npu.manual_seed(123)
+    a = torch.randn(1000, device="npu").cpu()
+    b = torch.randn(1000, device="npu").cpu()
+    torch.npu.manual_seed(123)
+    c = torch.randn(1000, device="npu").cpu()
+    assert torch.equal(a, c) and not torch.equal(a, b)
+    assert abs(a.mean().item()) < 0.15 and abs(a.std().item() - 1) < 0.15
+    g = torch.Generator(device="npu").manual_seed(5)
+    d = torch.rand(10, device="npu", generator=g).cpu()
+    g.manual_seed(5)
+    assert torch.equal(d, torch.rand(10, device="npu", generator=g).cpu())
+    torch.npu.manual_seed(7)
+    drop1 = F.dropout(torch.ones(100, device="npu"), 0.5).cpu()
+    torch.npu.manual_seed(7)
+    assert torch.equal(drop1, F.dropout(torch.ones(100, device="npu"), 0.5).cpu())
+
+
+def test_printing_an_npu_tensor():
+    text = repr(torch.tensor([1.5, 2.0]).npu())
+    assert "device='npu:0'" in text and "1.5000" in text
