@@ -6,6 +6,7 @@
 #include <ATen/ops/as_strided.h>
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "ExecutionCounters.h"
 #include "OpTranslation.h"
 #include "OutputShapes.h"
+#include "OutVariants.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGenerator.h"
 #include "npu/NPUGuardImpl.h"
@@ -92,6 +94,15 @@ at::Tensor cpu_alias(const at::Tensor& t) {
     return at::empty_strided(t.sizes(), t.strides(), options);
   }
   return at::from_blob(c10_npu::host_access(t.data_ptr()), t.sizes(), t.strides(), options);
+}
+
+std::vector<at::Tensor> cpu_aliases(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    out.push_back(cpu_alias(t));
+  }
+  return out;
 }
 
 bool returns_only_tensors(const c10::FunctionSchema& schema) {
@@ -183,9 +194,12 @@ std::optional<c10::Device> op_device(const std::vector<IValue>& args, const char
   return device;
 }
 
-// The arguments of the CPU kernel: npu tensors as CPU aliases, host tensors
-// copied (the host may change them before the work runs), npu devices as
-// CPU, npu generators as CPU generators seeded from the npu generator.
+// The arguments of the CPU kernel: npu tensors as CPU aliases of their
+// memory, host tensors copied (the host may change them before the work
+// runs), npu devices as CPU, npu generators as CPU generators seeded from the
+// npu generator. The work holds no reference to npu storage: as on CUDA,
+// memory freed by the host is reused in stream order, so queued work never
+// inflates memory use.
 std::vector<IValue> cpu_arguments(
     const c10::FunctionSchema& schema, const std::vector<IValue>& args, c10::Device device) {
   int64_t numel = 0;
@@ -230,6 +244,10 @@ std::vector<IValue> cpu_arguments(
   return out;
 }
 
+Stack as_stack(std::vector<IValue>& args) {
+  return Stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+}
+
 // Runs the op synchronously as device work and returns its results on npu.
 void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::Device device,
               const c10_npu::NPUStream& stream, Stack* stack) {
@@ -243,7 +261,7 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
       stream, schema.name().c_str(),
       [state, op = target.op, cpu_args = cpu_arguments(schema, target.args_for(args), device)]() mutable {
         try {
-          Stack s(std::make_move_iterator(cpu_args.begin()), std::make_move_iterator(cpu_args.end()));
+          Stack s = as_stack(cpu_args);
           op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
           state->results = std::move(s);
         } catch (...) {
@@ -267,6 +285,16 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
     }));
   }
   count(ExecutionPath::DeviceSync, schema.name());
+}
+
+// TORCH_NPU_OPS_STRICT=1: an op that could only run synchronously for want
+// of a meta kernel is an error instead (data-dependent ops are still fine).
+bool strict_mode() {
+  static const bool strict = [] {
+    const char* env = std::getenv("TORCH_NPU_OPS_STRICT");
+    return env != nullptr && std::string_view(env) == "1";
+  }();
+  return strict;
 }
 
 } // namespace
@@ -294,6 +322,11 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   if (spec == nullptr) {
     // No meta kernel, or one that needs the data: run synchronously, which
     // also reports genuine argument errors at the call site.
+    TORCH_CHECK(
+        !strict_mode() || is_data_dependent(op, args) || !returns_only_tensors(schema),
+        "torch-npu-ops strict mode (TORCH_NPU_OPS_STRICT=1): ", schema.name(),
+        " has no meta kernel for these arguments, so it would run synchronously. "
+        "Unset TORCH_NPU_OPS_STRICT to allow it.");
     run_sync(target, args, *device, stream, stack);
     return;
   }
@@ -346,32 +379,50 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     }
   }
 
-  std::vector<at::Tensor> fresh_views;
-  fresh_views.reserve(fresh_outputs.size());
+  bool all_fresh_defined = true;
   for (const auto& out : fresh_outputs) {
-    fresh_views.push_back(cpu_alias(out)); // undefined stays undefined
+    all_fresh_defined &= out.defined();
   }
-  c10_npu::launch_host_work(
-      stream, target_schema.name().c_str(),
-      [op = target.op, cpu_args = cpu_arguments(target_schema, target.args_for(args), *device),
-       fresh_views = std::move(fresh_views), return_is_fresh]() mutable {
-        Stack s(std::make_move_iterator(cpu_args.begin()), std::make_move_iterator(cpu_args.end()));
-        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
-        // Functional results were computed into host memory: place them in
-        // the npu outputs (in-place and out= results already are there).
-        size_t k = 0;
-        for (size_t i = 0; i < return_is_fresh.size() && i < s.size(); ++i) {
-          if (!return_is_fresh[i]) {
-            continue;
-          }
-          for_each_tensor(s[i], [&](const at::Tensor& t) {
-            at::Tensor& view = fresh_views[k++];
-            if (t.defined() && view.defined() && view.numel() > 0) {
-              view.copy_(t);
+  std::vector<IValue> cpu_args = cpu_arguments(target_schema, target.args_for(args), *device);
+
+  // A functional op with an out= overload writes straight into the npu
+  // outputs; otherwise its host results are copied into them.
+  std::optional<c10::OperatorHandle> out_op;
+  if (!target.adapt && all_fresh_defined && fresh_outputs.size() == returns.size()) {
+    out_op = out_variant(target.op);
+  }
+  if (out_op.has_value()) {
+    for (auto& out : fresh_outputs) {
+      cpu_args.emplace_back(cpu_alias(out));
+    }
+    c10_npu::launch_host_work(
+        stream, target_schema.name().c_str(), [op = *out_op, cpu_args = std::move(cpu_args)]() mutable {
+          Stack s = as_stack(cpu_args);
+          op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+        });
+  } else {
+    c10_npu::launch_host_work(
+        stream, target_schema.name().c_str(),
+        [op = target.op, cpu_args = std::move(cpu_args), fresh_views = cpu_aliases(fresh_outputs),
+         return_is_fresh]() mutable {
+          Stack s = as_stack(cpu_args);
+          op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+          // Functional results were computed into host memory: place them in
+          // the npu outputs (in-place and out= results already are there).
+          size_t k = 0;
+          for (size_t i = 0; i < return_is_fresh.size() && i < s.size(); ++i) {
+            if (!return_is_fresh[i]) {
+              continue;
             }
-          });
-        }
-      });
+            for_each_tensor(s[i], [&](const at::Tensor& t) {
+              at::Tensor& view = fresh_views[k++];
+              if (t.defined() && view.defined() && view.numel() > 0) {
+                view.copy_(t);
+              }
+            });
+          }
+        });
+  }
   for (auto& r : results) {
     stack->push_back(std::move(r));
   }

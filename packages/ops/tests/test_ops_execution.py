@@ -144,3 +144,44 @@ def test_rng_ops_use_the_npu_generator_reproducibly():
 def test_printing_an_npu_tensor():
     text = repr(torch.tensor([1.5, 2.0]).npu())
     assert "device='npu:0'" in text and "1.5000" in text
+
+
+def test_launch_blocking_reports_device_errors_at_the_call(python_subprocess_env):
+    code = """
+        import torch, torch_npu
+        x = torch.arange(4.0).npu()
+        try:
+            x.index_select(0, torch.tensor([7]).npu())
+            print("no error at the call")
+        except RuntimeError as error:
+            print("raised at the call:", "index_select" in str(error))
+    """
+    result = python_subprocess_env(code, {"ASCEND_LAUNCH_BLOCKING": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "raised at the call: True" in result.stdout
+
+
+def test_strict_mode_allows_device_paths(python_subprocess_env):
+    code = """
+        import torch, torch_npu
+        x = torch.tensor([1.0, -2.0, 3.0]).npu()
+        print((x * 2).sum().item(), torch.nonzero(x > 0).cpu().flatten().tolist())
+    """
+    result = python_subprocess_env(code, {"TORCH_NPU_OPS_STRICT": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "4.0 [0, 2]"
+
+
+def test_queued_work_does_not_hold_memory():
+    # Memory freed by the host is reused in stream order (as on CUDA): a deep
+    # queue of pending ops must not keep every intermediate alive.
+    x = torch.randn(1 << 18).npu()  # 1 MiB
+    torch.npu.synchronize()
+    torch.npu.reset_peak_memory_stats()
+    base = torch.npu.memory_allocated()
+    torch.npu._sleep(200)
+    for _ in range(50):
+        y = x * 2
+    assert not torch.npu.current_stream().query()  # all 50 still queued
+    assert torch.npu.max_memory_allocated() - base <= 2 * (1 << 20)
+    torch.testing.assert_close(y.cpu(), x.cpu() * 2)

@@ -6,6 +6,7 @@
 // kernel on npu. A non_blocking copy is asynchronous only when the host side
 // is pinned memory, as on CUDA; otherwise the copy completes before return.
 #include <ATen/ExpandUtils.h>
+#include <ATen/ops/_neg_view.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
@@ -140,6 +141,22 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src) {
   copy_done.block(src_stream);
 }
 
+// An npu tensor holding the values that `src`'s conjugate and negative bits
+// stand for, without the bits (the CPU copy kernel resolves them).
+at::Tensor resolve_bits_on_device(const at::Tensor& src) {
+  const NPUGuard guard(src.device());
+  at::Tensor out = at::empty(src.sizes(), src.options());
+  launch_host_work(
+      getCurrentNPUStream(src.device().index()), "aten::copy_",
+      [dst = TensorDesc(out), src = TensorDesc(src), conj = src.is_conj(), neg = src.is_neg()] {
+        at::Tensor view = src.cpu_view();
+        view = conj ? view.conj() : view;
+        view = neg ? view._neg_view() : view;
+        dst.cpu_view().copy_(view);
+      });
+  return out;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const at::Tensor& src = self;
   TORCH_CHECK(
@@ -147,6 +164,28 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       " cannot be copied into a tensor of shape ", dst.sizes(),
       " (it must have the same shape or broadcast to it).");
   if (dst.numel() == 0) {
+    return dst;
+  }
+  // Conjugate and negative views reach us with their bits (see the
+  // registrations below); the copies themselves move stored values.
+  if (dst.is_conj() || dst.is_neg()) {
+    // dst reads conj(neg(stored)): write stored = neg(conj(src)) instead
+    // (each of conj() and _neg_view() flips its bit).
+    at::Tensor stored = dst;
+    at::Tensor source = src;
+    if (dst.is_conj()) {
+      stored = stored.conj();
+      source = source.conj();
+    }
+    if (dst.is_neg()) {
+      stored = stored._neg_view();
+      source = source._neg_view();
+    }
+    copy_from(source, stored, non_blocking);
+    return dst;
+  }
+  if (src.is_conj() || src.is_neg()) {
+    copy_from(is_npu(src) ? resolve_bits_on_device(src) : src.resolve_conj().resolve_neg(), dst, non_blocking);
     return dst;
   }
   if (is_npu(dst) && is_npu(src)) {
@@ -173,6 +212,19 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+// The conjugate and negative bits' fallback would resolve a source with a bit
+// by cloning it; cloning an npu tensor copies it through _copy_from again,
+// recursing until the stack overflows. copy_from resolves the bits itself.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 } // namespace c10_npu::aten

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from .. import _C
+from ._amp_support import _register_amp_supported_dtypes, get_amp_supported_dtype
 from ._device import (
     _get_device_index,
     current_device,
@@ -136,6 +137,7 @@ __all__ = [
     "device_count",
     "device_of",
     "empty_cache",
+    "get_amp_supported_dtype",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",

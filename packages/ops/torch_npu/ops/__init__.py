@@ -7,7 +7,11 @@ From then on every ATen op runs on npu tensors as device work; see
 
 from __future__ import annotations
 
+import sys
+import warnings
 from types import ModuleType
+
+import torch
 
 from . import _C
 
@@ -32,9 +36,41 @@ def reset_execution_counters() -> None:
     _C._reset_execution_counters()
 
 
+def _install_amp(torch_npu: ModuleType) -> None:
+    """Makes this package's :mod:`torch_npu.ops.amp` the ``amp`` submodule of
+    the npu device module, as Ascend's torch_npu has it: ``torch.npu.amp``
+    and ``torch_npu.npu.amp`` (attribute and importable name alike), and
+    tells core which dtypes the autocast kernels (loaded with ``_C``) handle.
+
+    Core owns ``torch_npu.npu`` but never imports plugins, so the plugin
+    attaches the module itself. The submodules are aliased too: otherwise
+    ``import torch.npu.amp.grad_scaler`` would load a second copy of the file
+    under that name, with a second ``GradScaler`` class.
+    """
+    from . import amp
+
+    device_module = torch_npu.npu
+    register = getattr(device_module, "_register_amp_supported_dtypes", None)
+    if register is None:
+        warnings.warn(
+            "torch-npu-ops: the installed torch-npu-core predates autocast support; "
+            "torch.autocast('npu') stays disabled. Upgrade torch-npu-core.",
+            stacklevel=2,
+        )
+    else:
+        register(amp.SUPPORTED_DTYPES)
+    device_module.amp = amp
+    backend = torch._C._get_privateuse1_backend_name()
+    for package in ("torch_npu.npu.amp", f"torch.{backend}.amp"):
+        sys.modules.setdefault(package, amp)
+        for name in ("autocast_mode", "grad_scaler"):
+            sys.modules.setdefault(f"{package}.{name}", getattr(amp, name))
+
+
 def _initialize_plugin(torch_npu: ModuleType) -> None:
     """Entry point of the ``torch_npu.plugins`` group: importing this module
-    installed the kernels already."""
+    installed the kernels already; this attaches ``torch.npu.amp``."""
+    _install_amp(torch_npu)
 
 
 __all__ = ["execution_counters", "reset_execution_counters", "synchronous_ops"]

@@ -1,0 +1,86 @@
+// Autocast for npu: kernels of the AutocastPrivateUse1 dispatch key.
+//
+// torch.autocast("npu") puts AutocastPrivateUse1 into the dispatch keys of
+// every op on npu tensors. Ops that autocast should handle get a wrapper that
+// casts their floating-point npu inputs (the policy below) and redispatches
+// below the autocast key; every other op falls through untouched. The
+// wrappers are PyTorch's own (ATen/autocast_mode.h), instantiated for
+// PrivateUse1, so npu follows exactly the casting rules, weight cache and
+// nesting behaviour that CUDA users know.
+//
+// The op lists are CUDA's: Ascend NPUs, like GPUs, run matmuls and
+// convolutions fastest in fp16/bf16 (cube units), while reductions,
+// transcendental functions, norms and losses need fp32 range or accuracy.
+#include <ATen/autocast_mode.h>
+#include <torch/library.h>
+
+namespace torch_npu_ops {
+namespace {
+
+// The op-list macros of autocast_mode.h spell signatures with unqualified
+// ATen names.
+using at::IntArrayRef;
+using at::Scalar;
+using at::ScalarType;
+using at::Tensor;
+
+// binary_cross_entropy takes probabilities: in fp16 the log of values near 0
+// or 1 is badly wrong, and its backward divides by p * (1 - p). CUDA refuses
+// it under autocast rather than silently training worse; npu users move
+// their CUDA code over unchanged, so they get the same error.
+Tensor binary_cross_entropy_banned(
+    const Tensor&, const Tensor&, const std::optional<Tensor>&, int64_t) {
+  TORCH_CHECK(
+      false,
+      "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast "
+      "(on npu as on CUDA): their inputs are probabilities, usually from a sigmoid, which lose "
+      "too much precision in float16/bfloat16.\n"
+      "Fuse the sigmoid into the loss with torch.nn.functional.binary_cross_entropy_with_logits "
+      "or torch.nn.BCEWithLogitsLoss, which are safe to autocast, or compute the loss outside "
+      "the autocast region (after casting its inputs to float32).");
+}
+
+} // namespace
+
+// Everything without an autocast policy runs as if autocast were off.
+// Without this fallthrough, any op on npu (embedding, normal_, copy_, ...)
+// fails under autocast with "Could not run ... from the 'AutocastPrivateUse1'
+// backend".
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  // Inputs cast to the autocast dtype (torch.get_autocast_dtype("npu")):
+  // convolutions, matmuls, linear, RNN cells and attention.
+#define TORCH_NPU_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+  AT_FORALL_LOWER_PRECISION_FP(TORCH_NPU_LOWER_PRECISION_FP)
+#undef TORCH_NPU_LOWER_PRECISION_FP
+
+  // Inputs cast to fp32: exp/log family, pow, norms, losses, distances,
+  // upsampling.
+#define TORCH_NPU_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+  AT_FORALL_FP32(TORCH_NPU_FP32)
+#undef TORCH_NPU_FP32
+
+  // Ops with an optional output dtype (softmax, log_softmax, sum, prod,
+  // cumsum, ...): accumulate and return fp32 unless the caller chose a dtype.
+#define TORCH_NPU_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+  AT_FORALL_FP32_SET_OPT_DTYPE(TORCH_NPU_FP32_SET_OPT_DTYPE)
+#undef TORCH_NPU_FP32_SET_OPT_DTYPE
+
+  // norm overloads without a dtype argument redispatch to the overload with
+  // one, asking for fp32.
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+
+  // Ops that need their inputs in one dtype: all run in the widest
+  // floating-point dtype among them (fp32 wins over the autocast dtype).
+  // cat and stack are not here, as on CUDA: they promote by themselves.
+#define TORCH_NPU_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+  AT_FORALL_PROMOTE(TORCH_NPU_PROMOTE)
+#undef TORCH_NPU_PROMOTE
+
+  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binary_cross_entropy_banned));
+}
+
+} // namespace torch_npu_ops

@@ -1,0 +1,84 @@
+#include "OutVariants.h"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace torch_npu_ops {
+namespace {
+
+bool returns_single_tensors(const c10::FunctionSchema& schema) {
+  for (const auto& ret : schema.returns()) {
+    if (ret.type()->kind() != c10::TypeKind::TensorType || ret.alias_info() != nullptr) {
+      return false;
+    }
+  }
+  return !schema.returns().empty();
+}
+
+bool is_out_variant_of(const c10::FunctionSchema& candidate, const c10::FunctionSchema& functional) {
+  const auto& args = functional.arguments();
+  const auto& cargs = candidate.arguments();
+  if (cargs.size() != args.size() + functional.returns().size() ||
+      candidate.returns().size() != functional.returns().size()) {
+    return false;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (cargs[i].name() != args[i].name() || *cargs[i].type() != *args[i].type()) {
+      return false;
+    }
+  }
+  for (size_t i = args.size(); i < cargs.size(); ++i) {
+    if (!cargs[i].is_out() || cargs[i].type()->kind() != c10::TypeKind::TensorType) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Overload names of every registered op, by op name.
+const std::unordered_map<std::string, std::vector<c10::OperatorName>>& overloads_by_name() {
+  static const auto index = [] {
+    std::unordered_map<std::string, std::vector<c10::OperatorName>> map;
+    for (auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      map[name.name].push_back(name);
+    }
+    return map;
+  }();
+  return index;
+}
+
+} // namespace
+
+std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static std::unordered_map<const c10::FunctionSchema*, std::optional<c10::OperatorHandle>> cache;
+  const c10::FunctionSchema& schema = op.schema();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(&schema);
+  if (it != cache.end()) {
+    return it->second;
+  }
+  std::optional<c10::OperatorHandle> found;
+  if (!schema.is_mutable() && returns_single_tensors(schema)) {
+    const auto& index = overloads_by_name();
+    auto candidates = index.find(schema.name());
+    if (candidates != index.end()) {
+      for (const auto& name : candidates->second) {
+        if (name.overload_name == schema.overload_name()) {
+          continue;
+        }
+        auto handle = c10::Dispatcher::singleton().findOp(name);
+        if (handle.has_value() && is_out_variant_of(handle->schema(), schema)) {
+          found = handle;
+          break;
+        }
+      }
+    }
+  }
+  cache.emplace(&schema, found);
+  return found;
+}
+
+} // namespace torch_npu_ops

@@ -1,0 +1,535 @@
+"""Autocast and gradient scaling on npu: torch.autocast("npu"), torch.npu.amp."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_npu
+import torch_npu.ops
+
+LOWER = [torch.float16, torch.bfloat16]
+
+
+def rand(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return torch.randn(*shape, generator=g).to(dtype).npu()
+
+
+# --------------------------------------------------------------------------
+# The API surface
+# --------------------------------------------------------------------------
+
+
+def test_supported_dtypes_and_default_dtype():
+    assert torch.npu.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
+    assert torch.get_autocast_dtype("npu") == torch.float16  # as on CUDA and Ascend
+    assert torch.amp.is_autocast_available("npu")
+
+
+def test_amp_module_is_reachable_under_every_name():
+    import torch.npu.amp as by_torch_name
+    import torch_npu.npu.amp as by_package_name
+    from torch.npu.amp.grad_scaler import GradScaler as scaler_class
+    from torch_npu.npu.amp import autocast as autocast_class
+
+    assert torch.npu.amp is torch_npu.npu.amp is by_torch_name is by_package_name
+    assert sys.modules["torch.npu.amp"] is sys.modules["torch_npu.npu.amp"] is torch_npu.ops.amp
+    assert scaler_class is torch.npu.amp.GradScaler
+    assert autocast_class is torch.npu.amp.autocast
+    assert issubclass(torch.npu.amp.autocast, torch.autocast)
+    assert issubclass(torch.npu.amp.GradScaler, torch.amp.GradScaler)
+
+
+def test_deprecated_aliases_warn_and_work():
+    a = rand(4, 4)
+    with pytest.warns(FutureWarning, match=r"torch.amp.autocast\('npu'"):
+        ctx = torch.npu.amp.autocast()
+    with ctx:
+        assert torch.is_autocast_enabled("npu")
+        assert (a @ a).dtype == torch.float16
+    with pytest.warns(FutureWarning):
+        ctx = torch.npu.amp.autocast(dtype=torch.bfloat16)
+    with ctx:
+        assert (a @ a).dtype == torch.bfloat16
+    assert not torch.is_autocast_enabled("npu")
+
+    with pytest.warns(FutureWarning, match=r"GradScaler\('npu'"):
+        scaler = torch.npu.amp.GradScaler(init_scale=8.0)
+    assert scaler.is_enabled() and scaler.scale(a).cpu().equal(a.cpu() * 8)
+
+
+def test_decorator_form():
+    @torch.autocast("npu", dtype=torch.bfloat16)
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x @ x
+
+    assert f(rand(3, 3)).dtype == torch.bfloat16
+
+
+def test_unsupported_dtype_disables_autocast_with_a_warning():
+    with pytest.warns(UserWarning, match="Disabling autocast"):
+        ctx = torch.autocast("npu", dtype=torch.float64)
+    with ctx:
+        assert not torch.is_autocast_enabled("npu")
+        a = rand(3, 3)
+        assert (a @ a).dtype == torch.float32
+
+
+def test_without_the_ops_plugin_autocast_is_disabled_not_broken():
+    # Core alone (plugins disabled) has no autocast kernels: it must say so
+    # and let torch turn autocast off rather than fail in the dispatcher.
+    script = textwrap.dedent(
+        """
+        import warnings
+        import torch, torch_npu
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert torch.npu.get_amp_supported_dtype() == []
+            with torch.autocast("npu", dtype=torch.float16):
+                assert not torch.is_autocast_enabled("npu")
+        assert any("torch-npu-ops" in str(w.message) for w in caught), caught
+        assert not hasattr(torch.npu, "amp")
+        print("ok")
+        """
+    )
+    env = dict(os.environ, TORCH_NPU_DISABLE_PLUGINS="ops")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr
+
+
+# --------------------------------------------------------------------------
+# Casting policies
+# --------------------------------------------------------------------------
+
+
+LOWER_PRECISION_OPS = {
+    "mm": lambda: torch.mm(rand(4, 5), rand(5, 3)),
+    "matmul": lambda: torch.matmul(rand(2, 4, 5), rand(5, 3)),
+    "bmm": lambda: torch.bmm(rand(2, 4, 5), rand(2, 5, 3)),
+    "addmm": lambda: torch.addmm(rand(4, 3), rand(4, 5), rand(5, 3)),
+    "baddbmm": lambda: torch.baddbmm(rand(2, 4, 3), rand(2, 4, 5), rand(2, 5, 3)),
+    "addbmm": lambda: torch.addbmm(rand(4, 3), rand(2, 4, 5), rand(2, 5, 3)),
+    "mv": lambda: torch.mv(rand(4, 5), rand(5)),
+    "linear": lambda: F.linear(rand(4, 5), rand(3, 5), rand(3)),
+    "conv1d": lambda: F.conv1d(rand(2, 3, 9), rand(4, 3, 3), rand(4)),
+    "conv2d": lambda: F.conv2d(rand(2, 3, 7, 7), rand(4, 3, 3, 3), rand(4), padding=1),
+    "conv3d": lambda: F.conv3d(rand(1, 2, 5, 5, 5), rand(3, 2, 3, 3, 3)),
+    "conv_transpose2d": lambda: F.conv_transpose2d(rand(2, 4, 5, 5), rand(4, 3, 3, 3), stride=2),
+    "prelu": lambda: F.prelu(rand(2, 3, 4), rand(3)),
+    "chain_matmul": lambda: torch.linalg.multi_dot([rand(3, 4), rand(4, 5), rand(5, 2)]),
+    "einsum": lambda: torch.einsum("ij,jk->ik", rand(3, 4), rand(4, 2)),
+    "sdpa": lambda: F.scaled_dot_product_attention(rand(2, 2, 5, 4), rand(2, 2, 5, 4), rand(2, 2, 5, 4)),
+}
+
+
+@pytest.mark.parametrize("dtype", LOWER, ids=str)
+@pytest.mark.parametrize("name", list(LOWER_PRECISION_OPS))
+def test_lower_precision_ops(name, dtype):
+    fn = LOWER_PRECISION_OPS[name]
+    expected = fn()
+    with torch.autocast("npu", dtype=dtype):
+        actual = fn()
+    assert actual.device.type == "npu" and actual.dtype == dtype
+    # Computed from rounded inputs: close to the fp32 result, not equal.
+    tol = 2e-2 if dtype == torch.float16 else 8e-2
+    torch.testing.assert_close(actual.float().cpu(), expected.cpu(), atol=tol * 4, rtol=tol)
+
+
+FP32_OPS = {
+    "softmax": lambda x: torch.softmax(x, -1),
+    "log_softmax": lambda x: F.log_softmax(x, -1),
+    "exp": torch.exp,
+    "log": lambda x: torch.log(x.abs() + 1),
+    "pow": lambda x: torch.pow(x, 2),
+    "sum": torch.sum,
+    "sum_dim": lambda x: torch.sum(x, dim=1),
+    "prod": lambda x: torch.prod(x, dim=0),
+    "cumsum": lambda x: torch.cumsum(x, 0),
+    "norm": lambda x: torch.norm(x),
+    "vector_norm": lambda x: torch.linalg.vector_norm(x, dim=1),
+    "layer_norm": lambda x: F.layer_norm(x, x.shape[-1:]),
+    "group_norm": lambda x: F.group_norm(x.unsqueeze(0), 1),
+    "mse_loss": lambda x: F.mse_loss(x, x.flip(0)),
+    "nll_loss": lambda x: F.nll_loss(x, torch.zeros(x.shape[0], dtype=torch.long, device=x.device)),
+    "bce_with_logits": lambda x: F.binary_cross_entropy_with_logits(x, x.sigmoid()),
+    "cdist": lambda x: torch.cdist(x, x),
+}
+
+
+@pytest.mark.parametrize("name", list(FP32_OPS))
+def test_fp32_ops(name):
+    fn = FP32_OPS[name]
+    x16 = rand(4, 6, dtype=torch.float16)
+    with torch.autocast("npu", dtype=torch.float16):
+        out = fn(x16)
+    assert out.device.type == "npu" and out.dtype == torch.float32
+    torch.testing.assert_close(out.cpu(), fn(x16.cpu().float()), atol=1e-4, rtol=1e-4)
+
+
+def test_fp32_policy_respects_an_explicit_dtype():
+    x = rand(3, 4, dtype=torch.float16)
+    with torch.autocast("npu"):
+        assert torch.softmax(x, -1, dtype=torch.float16).dtype == torch.float16
+        assert torch.sum(x, dtype=torch.float64).dtype == torch.float64
+        # Mixed through a matmul: the fp16 result goes back to fp32 for softmax.
+        assert torch.softmax(x.float() @ x.float().t(), -1).dtype == torch.float32
+
+
+def test_binary_cross_entropy_is_banned_as_on_cuda():
+    p = torch.rand(4, device="npu")
+    with torch.autocast("npu"):
+        with pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
+            F.binary_cross_entropy(p, p)
+    assert F.binary_cross_entropy(p, p).dtype == torch.float32  # fine outside autocast
+
+
+PROMOTE_OPS = {
+    "addcmul": lambda a, b: torch.addcmul(a, b, b),
+    "addcdiv": lambda a, b: torch.addcdiv(a, b, b.abs() + 1),
+    "atan2": torch.atan2,
+    "cross": lambda a, b: torch.linalg.cross(a[:, :3], b[:, :3]),
+    "dot": lambda a, b: torch.dot(a[0], b[0]),
+    "tensordot": lambda a, b: torch.tensordot(a, b, dims=([1], [1])),
+    "scatter_add": lambda a, b: a.scatter_add(1, torch.zeros_like(b, dtype=torch.long), b),
+    "index_put": lambda a, b: a.index_put((torch.tensor([0, 2], device=a.device),), b[:2]),
+    "bilinear": lambda a, b: F.bilinear(a, b, torch.ones(2, 4, 4, device=a.device, dtype=b.dtype)),
+    "grid_sampler": lambda a, b: F.grid_sample(
+        a.view(1, 1, 4, 4), b.view(1, 2, 4, 2)[:, :, :, :2].clamp(-1, 1), align_corners=False),
+}
+
+
+@pytest.mark.parametrize("name", list(PROMOTE_OPS))
+def test_promote_ops(name):
+    fn = PROMOTE_OPS[name]
+    a32, b16 = rand(4, 4), rand(4, 4, dtype=torch.float16, seed=1)
+    with torch.autocast("npu", dtype=torch.float16):
+        mixed = fn(a32, b16)  # fp32 wins
+        low = fn(a32.half(), b16)  # all fp16 stays fp16
+    assert mixed.dtype == torch.float32 and low.dtype == torch.float16
+    torch.testing.assert_close(mixed.cpu(), fn(a32.cpu(), b16.cpu().float()), atol=1e-4, rtol=1e-4)
+
+
+def test_cat_and_stack_promote_by_themselves():
+    a32, b16 = rand(2, 3), rand(2, 3, dtype=torch.float16)
+    with torch.autocast("npu"):
+        assert torch.cat([a32, b16]).dtype == torch.float32
+        assert torch.stack([b16, b16]).dtype == torch.float16
+
+
+def test_ineligible_inputs_are_left_alone():
+    with torch.autocast("npu"):
+        d = rand(3, 3, dtype=torch.float64)
+        assert (d @ d).dtype == torch.float64  # double is never autocast
+        i = torch.arange(9, device="npu").view(3, 3)
+        assert (i @ i).dtype == torch.int64
+        c = torch.randn(3, 3)  # a CPU tensor: npu autocast does not touch it
+        assert (c @ c).dtype == torch.float32
+
+
+# --------------------------------------------------------------------------
+# Regions: nesting, disabling, other devices' autocast
+# --------------------------------------------------------------------------
+
+
+def test_nested_and_disabled_regions_restore_state():
+    a = rand(3, 3)
+    assert not torch.is_autocast_enabled("npu")
+    with torch.autocast("npu", dtype=torch.float16):
+        assert (a @ a).dtype == torch.float16
+        with torch.autocast("npu", dtype=torch.bfloat16):
+            assert (a @ a).dtype == torch.bfloat16
+            with torch.autocast("npu", enabled=False):
+                assert not torch.is_autocast_enabled("npu")
+                assert (a @ a).dtype == torch.float32
+            assert (a @ a).dtype == torch.bfloat16
+        assert torch.get_autocast_dtype("npu") == torch.float16
+        assert (a @ a).dtype == torch.float16
+    assert not torch.is_autocast_enabled("npu")
+    assert (a @ a).dtype == torch.float32
+
+
+def test_cpu_autocast_and_npu_autocast_are_independent():
+    a, c = rand(3, 3), torch.randn(3, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert (c @ c).dtype == torch.bfloat16
+        assert (a @ a).dtype == torch.float32
+    with torch.autocast("npu", dtype=torch.float16), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert (a @ a).dtype == torch.float16 and (c @ c).dtype == torch.bfloat16
+
+
+def test_exceptions_inside_the_region_restore_state():
+    with pytest.raises(ValueError):
+        with torch.autocast("npu", dtype=torch.bfloat16):
+            raise ValueError
+    assert not torch.is_autocast_enabled("npu")
+    assert torch.get_autocast_dtype("npu") == torch.float16
+
+
+# --------------------------------------------------------------------------
+# Ops without a policy (fallthrough) and autograd
+# --------------------------------------------------------------------------
+
+
+def test_ops_without_a_policy_fall_through():
+    # Each of these used to fail with "Could not run ... from the
+    # 'AutocastPrivateUse1' backend".
+    with torch.autocast("npu"):
+        weight = torch.randn(10, 4, device="npu")
+        idx = torch.tensor([[1, 2], [3, 9]], device="npu")
+        emb = F.embedding(idx, weight)
+        assert emb.dtype == torch.float32 and emb.shape == (2, 2, 4)
+        torch.testing.assert_close(emb.cpu(), F.embedding(idx.cpu(), weight.cpu()))
+        x = torch.empty(3, device="npu").normal_()
+        y = (x * 2 + 1).relu().max()
+        assert y.dtype == torch.float32
+        z = torch.zeros(2, 2, device="npu")
+        z.copy_(torch.ones(2, 2))
+        assert z.cpu().sum().item() == 4
+        h = F.dropout(torch.ones(8, device="npu"), 0.5)
+        assert h.dtype == torch.float32
+
+
+def test_embedding_model_under_autocast():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(20, 8), nn.Linear(8, 4)).npu()
+    idx = torch.randint(0, 20, (3, 5)).npu()
+    with torch.autocast("npu", dtype=torch.bfloat16):
+        out = model(idx)
+    assert out.dtype == torch.bfloat16 and out.shape == (3, 5, 4)
+    out.float().sum().backward()
+    assert model[0].weight.grad.dtype == torch.float32
+
+
+def test_backward_under_autocast_gives_fp32_grads_close_to_cpu_autocast():
+    torch.manual_seed(0)
+    cpu_model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    npu_model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    npu_model.load_state_dict(cpu_model.state_dict())
+    npu_model.npu()
+    x = torch.randn(8, 16)
+    target = torch.randint(0, 4, (8,))
+
+    def grads(model, device):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            out = model(x.to(device))
+            assert out.dtype == torch.bfloat16
+            loss = F.cross_entropy(out, target.to(device))
+            assert loss.dtype == torch.float32  # log_softmax/nll_loss run in fp32
+        loss.backward()
+        return loss.item(), [p.grad.cpu() for p in model.parameters()]
+
+    cpu_loss, cpu_grads = grads(cpu_model, "cpu")
+    npu_loss, npu_grads = grads(npu_model, "npu")
+    assert abs(cpu_loss - npu_loss) < 1e-2
+    for c, n in zip(cpu_grads, npu_grads):
+        assert n.dtype == torch.float32
+        torch.testing.assert_close(n, c, atol=2e-2, rtol=5e-2)
+
+
+def test_weights_are_cast_once_per_region():
+    # autocast's cast cache: a leaf fp32 weight used twice in one region is
+    # cast once, and the cache is dropped when the outermost region exits.
+    w = torch.randn(4, 4, device="npu", requires_grad=True)
+    x = torch.randn(2, 4, device="npu")
+    with torch.autocast("npu"):
+        a = F.linear(x, w)
+        b = F.linear(x, w)
+        assert a.grad_fn is not None and torch.equal(a.cpu(), b.cpu())
+    (a.float().sum() + b.float().sum()).backward()
+    torch.testing.assert_close(w.grad.cpu(), 2 * x.cpu().sum(0).expand(4, 4), atol=1e-2, rtol=1e-2)
+
+
+def test_custom_autograd_function_decorators():
+    class Square(torch.autograd.Function):
+        @staticmethod
+        @torch.amp.custom_fwd(device_type="npu", cast_inputs=torch.float32)
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            assert not torch.is_autocast_enabled("npu") and x.dtype == torch.float32
+            return x @ x
+
+        @staticmethod
+        @torch.amp.custom_bwd(device_type="npu")
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad @ x.t() + x.t() @ grad
+
+    x = torch.randn(3, 3, device="npu", requires_grad=True)
+    with torch.autocast("npu"):
+        y = Square.apply(x.half())
+    assert y.dtype == torch.float32
+    y.sum().backward()
+    assert x.grad is not None
+
+    with pytest.warns(FutureWarning):
+        fwd = torch.npu.amp.custom_fwd(cast_inputs=torch.float32)
+    with pytest.warns(FutureWarning):
+        bwd = torch.npu.amp.custom_bwd(lambda ctx, g: g)
+    assert callable(fwd) and callable(bwd)
+
+
+# --------------------------------------------------------------------------
+# GradScaler
+# --------------------------------------------------------------------------
+
+
+def test_grad_scaler_kernels_run_asynchronously():
+    grads = [rand(5), rand(3, 3), rand(4, dtype=torch.float16)]
+    found_inf = torch.zeros((), device="npu")
+    inv_scale = torch.full((), 0.5, device="npu")
+    scale = torch.full((), 2.0, device="npu")
+    tracker = torch.zeros((), dtype=torch.int32, device="npu")
+    before = [g.cpu() for g in grads]
+    torch.npu.synchronize()
+    torch_npu.ops.reset_execution_counters()
+    torch.npu._sleep(50)  # the host must not wait for this
+    torch._amp_foreach_non_finite_check_and_unscale_(grads[:2], found_inf, inv_scale)
+    torch._amp_foreach_non_finite_check_and_unscale_(grads[2:], found_inf, inv_scale)
+    torch._amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 2)
+    assert not torch.npu.current_stream().query()
+    assert torch_npu.ops.synchronous_ops() == {}
+    for g, b in zip(grads, before):
+        torch.testing.assert_close(g.cpu(), b * 0.5)
+    assert found_inf.item() == 0 and tracker.item() == 1 and scale.item() == 2.0
+
+    grads[0][1] = float("inf")
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+    torch._amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 2)
+    assert found_inf.item() == 1 and tracker.item() == 0 and scale.item() == 1.0
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def small_cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(16, 10),
+    )
+
+
+def vectors(g):
+    return torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
+
+
+def images(g):
+    return torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g)
+
+
+def train(make, data, device, *, dtype=None, scaler=None, steps=20, optimizer_kwargs=None):
+    """Losses of `steps` AdamW steps on one fixed batch, with autocast to
+    `dtype` (None: plain fp32) and optionally a GradScaler."""
+    torch.manual_seed(0)
+    model = make().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, **(optimizer_kwargs or {}))
+    x, y = data(torch.Generator().manual_seed(1))
+    x, y = x.to(device), y.to(device)
+    losses = []
+    for _ in range(steps):
+        with torch.autocast(device, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+        opt.zero_grad()
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("optimizer_kwargs", [{"foreach": False}, {"foreach": True}, {"fused": True}],
+                         ids=["for-loop", "foreach", "fused"])
+def test_grad_scaler_fp16_training_matches_cpu(optimizer_kwargs):
+    cpu_fp32 = train(mlp, vectors, "cpu")
+    cpu_bf16 = train(mlp, vectors, "cpu", dtype=torch.bfloat16)
+    scaler = torch.amp.GradScaler("npu")
+    npu_fp16 = train(mlp, vectors, "npu", dtype=torch.float16, scaler=scaler, optimizer_kwargs=optimizer_kwargs)
+    assert cpu_fp32[-1] < 0.5 * cpu_fp32[0]  # it learns
+    assert npu_fp16[-1] < 0.5 * npu_fp16[0]
+    assert abs(npu_fp16[-1] - cpu_fp32[-1]) < 0.05 + 0.1 * cpu_fp32[-1], (cpu_fp32, npu_fp16)
+    assert abs(npu_fp16[-1] - cpu_bf16[-1]) < 0.05 + 0.15 * cpu_bf16[-1], (cpu_bf16, npu_fp16)
+    assert scaler.get_scale() >= 1.0
+
+
+def test_grad_scaler_skips_steps_with_inf_grads():
+    torch.manual_seed(0)
+    model = mlp().npu()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("npu", init_scale=1024.0, growth_interval=1)
+    x, y = (t.npu() for t in vectors(torch.Generator().manual_seed(1)))
+
+    def step(inject_inf: bool) -> None:
+        with torch.autocast("npu"):
+            loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        if inject_inf:
+            model[0].weight.grad[0, 0] = float("inf")
+        scaler.step(opt)
+        scaler.update()
+
+    step(False)
+    assert scaler.get_scale() == 2048.0  # grew (growth_interval=1)
+    params = [p.detach().cpu().clone() for p in model.parameters()]
+    step(True)
+    assert scaler.get_scale() == 1024.0  # backed off
+    for p, q in zip(params, model.parameters()):
+        assert torch.equal(p, q.detach().cpu())  # the step was skipped
+    step(False)
+    assert scaler.get_scale() == 2048.0
+    assert not torch.equal(params[0], model[0].weight.detach().cpu())  # and training resumed
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_grad_scaler_host_waits_once_per_step_as_on_cuda():
+    torch.manual_seed(0)
+    model = mlp().npu()
+    opt = torch.optim.AdamW(model.parameters(), foreach=True)
+    scaler = torch.amp.GradScaler("npu")
+    x, y = (t.npu() for t in vectors(torch.Generator().manual_seed(1)))
+    for _ in range(3):
+        with torch.autocast("npu"):
+            loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        torch.npu.synchronize()
+        torch_npu.ops.reset_execution_counters()
+        scaler.step(opt)
+        scaler.update()
+        # The only wait: the found_inf .item() that decides whether to step.
+        assert torch_npu.ops.synchronous_ops() == {"aten::_local_scalar_dense": 1}
+
+
+def test_grad_scaler_state_dict_round_trip():
+    scaler = torch.amp.GradScaler("npu", init_scale=256.0)
+    scaler.scale(torch.ones(1, device="npu"))
+    state = scaler.state_dict()
+    assert state["scale"] == 256.0
+    other = torch.amp.GradScaler("npu")
+    other.load_state_dict(state)
+    assert other.get_scale() == 256.0
+
+
+def test_autocast_bf16_cnn_training_matches_cpu_autocast():
+    cpu = train(small_cnn, images, "cpu", dtype=torch.bfloat16)
+    npu = train(small_cnn, images, "npu", dtype=torch.bfloat16)
+    cpu_fp32 = train(small_cnn, images, "cpu")
+    assert cpu[-1] < 0.5 * cpu[0] and npu[-1] < 0.5 * npu[0]
+    for a, b in zip(cpu, npu):
+        assert abs(a - b) < 0.05 + 0.1 * abs(a), (cpu, npu)
+    assert abs(npu[-1] - cpu_fp32[-1]) < 0.05 + 0.2 * cpu_fp32[-1], (cpu_fp32, npu)
