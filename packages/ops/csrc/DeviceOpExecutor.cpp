@@ -1,6 +1,7 @@
 #include "DeviceOpExecutor.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/as_strided.h>
@@ -90,10 +91,32 @@ at::Tensor cpu_alias(const at::Tensor& t) {
     return t;
   }
   const auto options = t.options().device(c10::DeviceType::CPU);
-  if (t.data_ptr() == nullptr) {
-    return at::empty_strided(t.sizes(), t.strides(), options);
+  at::Tensor alias = t.data_ptr() == nullptr
+      ? at::empty_strided(t.sizes(), t.strides(), options)
+      : at::from_blob(c10_npu::host_access(t.data_ptr()), t.sizes(), t.strides(), options);
+  // Ops that handle the conjugate and negative bits themselves (mm, dot,
+  // views, ...) receive tensors with the bits: the CPU kernel must see them.
+  alias._set_conj(t.is_conj());
+  alias._set_neg(t.is_neg());
+  return alias;
+}
+
+// A view of `base` with the geometry and dtype of `spec`, which came from a
+// meta base at storage offset 0. view_as_real and view_as_complex change the
+// dtype, so the offset is combined in bytes.
+at::Tensor view_of(const at::Tensor& base, const TensorSpec& spec) {
+  if (spec.dtype == base.scalar_type()) {
+    return at::as_strided(base, spec.sizes, spec.strides, base.storage_offset() + spec.storage_offset);
   }
-  return at::from_blob(c10_npu::host_access(t.data_ptr()), t.sizes(), t.strides(), options);
+  const int64_t itemsize = static_cast<int64_t>(c10::elementSize(spec.dtype));
+  const int64_t offset_bytes = base.storage_offset() * base.element_size() + spec.storage_offset * itemsize;
+  TORCH_CHECK(
+      offset_bytes % itemsize == 0, "a view of dtype ", spec.dtype, " needs a storage offset that is a multiple of ",
+      itemsize, " bytes, got ", offset_bytes, " bytes");
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(), c10::scalarTypeToTypeMeta(spec.dtype));
+  impl->set_sizes_and_strides(spec.sizes, spec.strides, offset_bytes / itemsize);
+  return at::Tensor(std::move(impl));
 }
 
 std::vector<at::Tensor> cpu_aliases(const std::vector<at::Tensor>& tensors) {
@@ -101,6 +124,43 @@ std::vector<at::Tensor> cpu_aliases(const std::vector<at::Tensor>& tensors) {
   out.reserve(tensors.size());
   for (const auto& t : tensors) {
     out.push_back(cpu_alias(t));
+  }
+  return out;
+}
+
+std::vector<TensorSpec> fresh_specs(const std::vector<at::Tensor>& outputs) {
+  std::vector<TensorSpec> specs;
+  for (const auto& t : outputs) {
+    TensorSpec spec;
+    spec.defined = t.defined();
+    spec.sizes.assign(t.sizes().begin(), t.sizes().end());
+    spec.strides.assign(t.strides().begin(), t.strides().end());
+    spec.dtype = t.scalar_type();
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+// The out= arguments of an op, with the geometry of their device memory as
+// the kernel first sees it (a failing kernel may change it).
+struct OutArgument {
+  void* data;
+  c10::SmallVector<int64_t, 6> sizes;
+  c10::SmallVector<int64_t, 6> strides;
+  c10::ScalarType dtype;
+};
+
+std::vector<std::pair<size_t, OutArgument>> out_argument_geometry(
+    const c10::FunctionSchema& schema, const std::vector<IValue>& cpu_args) {
+  std::vector<std::pair<size_t, OutArgument>> out;
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size() && i < cpu_args.size(); ++i) {
+    if (!arguments[i].is_out() || !cpu_args[i].isTensor() || !cpu_args[i].toTensor().defined()) {
+      continue;
+    }
+    const at::Tensor& t = cpu_args[i].toTensor();
+    out.emplace_back(i, OutArgument{t.data_ptr(), {t.sizes().begin(), t.sizes().end()},
+                                    {t.strides().begin(), t.strides().end()}, t.scalar_type()});
   }
   return out;
 }
@@ -120,12 +180,17 @@ bool returns_only_tensors(const c10::FunctionSchema& schema) {
   return true;
 }
 
-// Ops whose output shape depends on the values of their inputs.
+// Ops whose output shapes only their CPU kernel knows: they depend on the
+// values of the inputs, or the meta kernel disagrees with the CPU kernel.
 bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>& args) {
   static const std::unordered_set<std::string_view> kNames = {
       "aten::nonzero", "aten::masked_select", "aten::_unique", "aten::_unique2",
       "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive",
       "aten::argwhere", "aten::repeat_interleave", "aten::bincount", "aten::histc",
+      // The meta kernel sizes the auxiliary outputs (offset2bag, bag_size,
+      // max_indices) for every mode; the CPU kernel leaves some empty, and
+      // the backward reads them by their size: only the CPU's shapes do.
+      "aten::_embedding_bag", "aten::_embedding_bag_forward_only",
   };
   const auto& name = op.schema().name();
   if (kNames.count(name) > 0) {
@@ -276,6 +341,17 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
   for (size_t i = 0; i < state->results.size(); ++i) {
     const int alias = i < returns.size() ? aliased_argument(target.caller_schema, returns[i]) : -1;
     if (alias >= 0 && returns[i].alias_info()->isWrite()) {
+      // An out= kernel may resize its output: an empty npu output's alias
+      // is a host tensor (there is no memory to alias), and one too small
+      // cannot grow in place. Then the values are in host memory: move them
+      // to the npu argument, resized as the kernel resized its output.
+      const at::Tensor& result = state->results[i].isTensor() ? state->results[i].toTensor() : at::Tensor();
+      const at::Tensor& npu_out = args[alias].isTensor() ? args[alias].toTensor() : at::Tensor();
+      if (result.defined() && npu_out.defined() &&
+          (result.data_ptr() != c10_npu::host_access(npu_out.data_ptr()) || !result.sizes().equals(npu_out.sizes()))) {
+        npu_out.resize_(result.sizes());
+        npu_out.copy_(result);
+      }
       stack->push_back(args[alias]);
       continue;
     }
@@ -358,10 +434,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
       const auto base = tensors_of(args[alias]);
       for (size_t k = 0; k < specs.size(); ++k) {
         const at::Tensor& b = base[std::min(k, base.size() - 1)];
-        outs.push_back(specs[k].defined
-                           ? at::as_strided(b, specs[k].sizes, specs[k].strides,
-                                            b.storage_offset() + specs[k].storage_offset)
-                           : at::Tensor());
+        outs.push_back(specs[k].defined ? view_of(b, specs[k]) : at::Tensor());
       }
     } else {
       return_is_fresh[i] = true;
@@ -396,17 +469,72 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
       cpu_args.emplace_back(cpu_alias(out));
     }
     c10_npu::launch_host_work(
-        stream, target_schema.name().c_str(), [op = *out_op, cpu_args = std::move(cpu_args)]() mutable {
-          Stack s = as_stack(cpu_args);
-          op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+        stream, target_schema.name().c_str(),
+        [functional = target.op, op = *out_op, cpu_args = std::move(cpu_args),
+         num_outputs = fresh_outputs.size(), output_specs = fresh_specs(fresh_outputs)]() mutable {
+          try {
+            Stack s(cpu_args.begin(), cpu_args.end());
+            op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+          } catch (const std::exception&) {
+            // Some out= kernels use `out` as scratch space of another shape
+            // (mse_loss resizes it to the input's shape before reducing),
+            // which a fixed-size device output cannot be. Run the functional
+            // op and copy its results; remember not to try out= again. A
+            // genuine error raises again from the functional kernel.
+            deny_out_variant(functional);
+            // The failed kernel may have changed the outputs' sizes before
+            // giving up: view the device memory afresh with its geometry.
+            std::vector<at::Tensor> outputs;
+            for (size_t i = cpu_args.size() - num_outputs, k = 0; i < cpu_args.size(); ++i, ++k) {
+              const TensorSpec& spec = output_specs[k];
+              outputs.push_back(at::from_blob(
+                  cpu_args[i].toTensor().data_ptr(), spec.sizes, spec.strides,
+                  at::TensorOptions().dtype(spec.dtype).device(c10::DeviceType::CPU)));
+            }
+            Stack s(cpu_args.begin(), cpu_args.end() - static_cast<std::ptrdiff_t>(num_outputs));
+            functional.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+            for (size_t i = 0; i < outputs.size() && i < s.size(); ++i) {
+              outputs[i].copy_(s[i].toTensor());
+            }
+          }
         });
   } else {
+    // Computed before cpu_args moves into the work item.
+    auto out_args = out_argument_geometry(target_schema, cpu_args);
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
         [op = target.op, cpu_args = std::move(cpu_args), fresh_views = cpu_aliases(fresh_outputs),
-         return_is_fresh]() mutable {
-          Stack s = as_stack(cpu_args);
-          op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+         return_is_fresh, out_args = std::move(out_args)]() mutable {
+          Stack s;
+          if (out_args.empty()) {
+            s = as_stack(cpu_args);
+            op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+          } else {
+            s = Stack(cpu_args.begin(), cpu_args.end());
+            try {
+              op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+            } catch (const std::exception&) {
+              // Some out= kernels use `out` as scratch space of another shape
+              // first (mse_loss.out resizes it to the input's shape before
+              // reducing into it), which fixed-size device memory cannot be.
+              // Retry with host temporaries, then copy them to the device. A
+              // genuine error raises again.
+              s = Stack(cpu_args.begin(), cpu_args.end());
+              std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+              for (const auto& [index, spec] : out_args) {
+                at::Tensor device_view = at::from_blob(
+                    spec.data, spec.sizes, spec.strides,
+                    at::TensorOptions().dtype(spec.dtype).device(c10::DeviceType::CPU));
+                at::Tensor scratch = at::empty({0}, device_view.options());
+                s[index] = scratch;
+                copies.emplace_back(device_view, scratch);
+              }
+              op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+              for (auto& [device_view, scratch] : copies) {
+                device_view.copy_(scratch);
+              }
+            }
+          }
           // Functional results were computed into host memory: place them in
           // the npu outputs (in-place and out= results already are there).
           size_t k = 0;

@@ -49,13 +49,22 @@ const std::unordered_map<std::string, std::vector<c10::OperatorName>>& overloads
   return index;
 }
 
+std::mutex g_cache_mutex;
+// Functional schema -> its out= overload (or none). Entries live as long as
+// the process, like the schemas they point to.
+std::unordered_map<const c10::FunctionSchema*, std::optional<c10::OperatorHandle>> g_cache;
+
 } // namespace
 
+void deny_out_variant(const c10::OperatorHandle& op) {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  g_cache[&op.schema()] = std::nullopt;
+}
+
 std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op) {
-  static std::mutex mutex;
-  static std::unordered_map<const c10::FunctionSchema*, std::optional<c10::OperatorHandle>> cache;
+  auto& cache = g_cache;
   const c10::FunctionSchema& schema = op.schema();
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
   auto it = cache.find(&schema);
   if (it != cache.end()) {
     return it->second;

@@ -15,4 +15,8 @@ namespace torch_npu_ops {
 // `Tensor(a!) out` per return, if `op` is functional and has one.
 std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op);
 
+// Stops out_variant from offering an out= overload for `op` (its out= kernel
+// cannot write into fixed-size device outputs).
+void deny_out_variant(const c10::OperatorHandle& op);
+
 } // namespace torch_npu_ops

@@ -25,6 +25,7 @@ void put_tensor(std::string& key, const at::Tensor& t) {
   }
   put(key, static_cast<int8_t>(t.device().type()));
   put(key, static_cast<int8_t>(t.scalar_type()));
+  put(key, static_cast<int8_t>(t.is_conj() | (t.is_neg() << 1)));
   put(key, static_cast<int32_t>(t.dim()));
   for (const auto s : t.sizes()) {
     put(key, s);
@@ -119,7 +120,11 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
       if (!t.defined() || !t.device().is_privateuseone()) {
         return t;
       }
-      return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta));
+      at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta));
+      // Meta kernels of ops that see the conjugate and negative bits check them.
+      meta._set_conj(t.is_conj());
+      meta._set_neg(t.is_neg());
+      return meta;
     };
     if (v.isTensor()) {
       v = to_meta(v.toTensor());

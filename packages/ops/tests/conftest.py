@@ -33,3 +33,39 @@ def python_subprocess_env():
         )
 
     return run
+
+
+# OpInfo conformance (test_opinfo_conformance.py): one line with the share of
+# OpInfo entries that pass, and the per-dtype totals. An entry passes when its
+# test passed; a known failure (xfail) counts as failing.
+OPINFO_TEST = "test_opinfo_conformance.py::test_opinfo["
+
+
+def pytest_terminal_summary(terminalreporter):
+    entries: dict[str, bool] = {}
+    dtypes: dict[str, list[int]] = {}  # dtype -> [passed, tested]
+    for category in ("passed", "failed", "xfailed", "xpassed", "error"):
+        for report in terminalreporter.stats.get(category, []):
+            nodeid = getattr(report, "nodeid", "")
+            if OPINFO_TEST not in nodeid:
+                continue
+            ok = category == "passed" and report.when == "call"
+            entries[nodeid] = entries.get(nodeid, True) and ok
+            if report.when != "call":
+                continue
+            for name, value in report.user_properties:
+                if name == "opinfo_dtypes":
+                    for dtype, passed in value.items():
+                        totals = dtypes.setdefault(dtype, [0, 0])
+                        totals[0] += int(passed)
+                        totals[1] += 1
+    if not entries:
+        return
+    passed = sum(entries.values())
+    total = len(entries)
+    terminalreporter.write_sep("-", "OpInfo conformance")
+    terminalreporter.write_line(
+        f"OpInfo conformance: {passed}/{total} entries pass ({100.0 * passed / total:.1f}%)")
+    terminalreporter.write_line(
+        "per dtype (entries passing/tested): "
+        + ", ".join(f"{d} {p}/{t}" for d, (p, t) in sorted(dtypes.items())))

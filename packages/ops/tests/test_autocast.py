@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import pytest
 import torch
@@ -125,12 +124,14 @@ LOWER_PRECISION_OPS = {
     "conv3d": lambda: F.conv3d(rand(1, 2, 5, 5, 5), rand(3, 2, 3, 3, 3)),
     "conv_transpose2d": lambda: F.conv_transpose2d(rand(2, 4, 5, 5), rand(4, 3, 3, 3), stride=2),
     "prelu": lambda: F.prelu(rand(2, 3, 4), rand(3)),
-    "chain_matmul": lambda: torch.linalg.multi_dot([rand(3, 4), rand(4, 5), rand(5, 2)]),
+    "chain_matmul": lambda: torch.chain_matmul(rand(3, 4), rand(4, 5), rand(5, 2)),
+    "multi_dot": lambda: torch.linalg.multi_dot([rand(3, 4), rand(4, 5), rand(5, 2)]),
     "einsum": lambda: torch.einsum("ij,jk->ik", rand(3, 4), rand(4, 2)),
     "sdpa": lambda: F.scaled_dot_product_attention(rand(2, 2, 5, 4), rand(2, 2, 5, 4), rand(2, 2, 5, 4)),
 }
 
 
+@pytest.mark.filterwarnings("ignore:torch.chain_matmul is deprecated")
 @pytest.mark.parametrize("dtype", LOWER, ids=str)
 @pytest.mark.parametrize("name", list(LOWER_PRECISION_OPS))
 def test_lower_precision_ops(name, dtype):
@@ -148,7 +149,7 @@ FP32_OPS = {
     "softmax": lambda x: torch.softmax(x, -1),
     "log_softmax": lambda x: F.log_softmax(x, -1),
     "exp": torch.exp,
-    "log": lambda x: torch.log(x.abs() + 1),
+    "log": lambda x: torch.log(x.abs()),
     "pow": lambda x: torch.pow(x, 2),
     "sum": torch.sum,
     "sum_dim": lambda x: torch.sum(x, dim=1),
@@ -160,7 +161,7 @@ FP32_OPS = {
     "group_norm": lambda x: F.group_norm(x.unsqueeze(0), 1),
     "mse_loss": lambda x: F.mse_loss(x, x.flip(0)),
     "nll_loss": lambda x: F.nll_loss(x, torch.zeros(x.shape[0], dtype=torch.long, device=x.device)),
-    "bce_with_logits": lambda x: F.binary_cross_entropy_with_logits(x, x.sigmoid()),
+    "bce_with_logits": lambda x: F.binary_cross_entropy_with_logits(x, (x > 0).to(x.dtype)),
     "cdist": lambda x: torch.cdist(x, x),
 }
 
@@ -189,14 +190,15 @@ def test_binary_cross_entropy_is_banned_as_on_cuda():
     with torch.autocast("npu"):
         with pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
             F.binary_cross_entropy(p, p)
-    assert F.binary_cross_entropy(p, p).dtype == torch.float32  # fine outside autocast
+    # Fine outside autocast.
+    torch.testing.assert_close(F.binary_cross_entropy(p, p).cpu(), F.binary_cross_entropy(p.cpu(), p.cpu()))
 
 
 PROMOTE_OPS = {
     "addcmul": lambda a, b: torch.addcmul(a, b, b),
-    "addcdiv": lambda a, b: torch.addcdiv(a, b, b.abs() + 1),
+    "addcdiv": lambda a, b: torch.addcdiv(a, b, b),
     "atan2": torch.atan2,
-    "cross": lambda a, b: torch.linalg.cross(a[:, :3], b[:, :3]),
+    "cross": lambda a, b: torch.cross(a[:, :3], b[:, :3], dim=1),
     "dot": lambda a, b: torch.dot(a[0], b[0]),
     "tensordot": lambda a, b: torch.tensordot(a, b, dims=([1], [1])),
     "scatter_add": lambda a, b: a.scatter_add(1, torch.zeros_like(b, dtype=torch.long), b),
@@ -335,15 +337,33 @@ def test_backward_under_autocast_gives_fp32_grads_close_to_cpu_autocast():
         torch.testing.assert_close(n, c, atol=2e-2, rtol=5e-2)
 
 
-def test_weights_are_cast_once_per_region():
-    # autocast's cast cache: a leaf fp32 weight used twice in one region is
-    # cast once, and the cache is dropped when the outermost region exits.
+def weight_casts(outputs: list[torch.Tensor], weight: torch.Tensor) -> int:
+    """How many distinct autograd cast nodes lead from `outputs` to `weight`."""
+    casts, seen = set(), set()
+    stack = [o.grad_fn for o in outputs]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for child, _ in node.next_functions:
+            if child is not None and getattr(child, "variable", None) is weight:
+                casts.add(node)
+            stack.append(child)
+    return len(casts)
+
+
+@pytest.mark.parametrize("cache_enabled", [True, False])
+def test_weight_cast_cache(cache_enabled):
+    # A leaf fp32 weight used twice in one region is cast once (autocast's
+    # cast cache), unless the cache is off.
     w = torch.randn(4, 4, device="npu", requires_grad=True)
     x = torch.randn(2, 4, device="npu")
-    with torch.autocast("npu"):
+    with torch.autocast("npu", cache_enabled=cache_enabled):
         a = F.linear(x, w)
         b = F.linear(x, w)
-        assert a.grad_fn is not None and torch.equal(a.cpu(), b.cpu())
+    assert a.dtype == torch.float16 and torch.equal(a.cpu(), b.cpu())
+    assert weight_casts([a, b], w) == (1 if cache_enabled else 2)
     (a.float().sum() + b.float().sum()).backward()
     torch.testing.assert_close(w.grad.cpu(), 2 * x.cpu().sum(0).expand(4, 4), atol=1e-2, rtol=1e-2)
 
@@ -375,6 +395,29 @@ def test_custom_autograd_function_decorators():
     with pytest.warns(FutureWarning):
         bwd = torch.npu.amp.custom_bwd(lambda ctx, g: g)
     assert callable(fwd) and callable(bwd)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+def test_activation_checkpointing_recomputes_under_autocast(use_reentrant):
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8)).npu()
+    x = torch.randn(4, 8, device="npu", requires_grad=True)
+
+    def grads(fn):
+        model.zero_grad()
+        x.grad = None
+        with torch.autocast("npu", dtype=torch.bfloat16):
+            y = fn(x)
+        assert y.dtype == torch.bfloat16
+        y.float().sum().backward()
+        return [p.grad.cpu() for p in model.parameters()] + [x.grad.cpu()]
+
+    plain = grads(model)
+    recomputed = grads(lambda t: checkpoint(model, t, use_reentrant=use_reentrant))
+    for a, b in zip(plain, recomputed):
+        torch.testing.assert_close(b, a)
 
 
 # --------------------------------------------------------------------------
@@ -459,10 +502,10 @@ def test_grad_scaler_fp16_training_matches_cpu(optimizer_kwargs):
     cpu_bf16 = train(mlp, vectors, "cpu", dtype=torch.bfloat16)
     scaler = torch.amp.GradScaler("npu")
     npu_fp16 = train(mlp, vectors, "npu", dtype=torch.float16, scaler=scaler, optimizer_kwargs=optimizer_kwargs)
-    assert cpu_fp32[-1] < 0.5 * cpu_fp32[0]  # it learns
-    assert npu_fp16[-1] < 0.5 * npu_fp16[0]
-    assert abs(npu_fp16[-1] - cpu_fp32[-1]) < 0.05 + 0.1 * cpu_fp32[-1], (cpu_fp32, npu_fp16)
-    assert abs(npu_fp16[-1] - cpu_bf16[-1]) < 0.05 + 0.15 * cpu_bf16[-1], (cpu_bf16, npu_fp16)
+    assert cpu_fp32[-1] < 0.01 * cpu_fp32[0]  # it learns the batch
+    for reference in (cpu_fp32, cpu_bf16):
+        for a, b in zip(reference, npu_fp16):
+            assert abs(a - b) < 0.01 + 0.02 * a, (reference, npu_fp16)
     assert scaler.get_scale() >= 1.0
 
 
@@ -496,10 +539,15 @@ def test_grad_scaler_skips_steps_with_inf_grads():
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_grad_scaler_host_waits_once_per_step_as_on_cuda():
+@pytest.mark.parametrize("optimizer_kwargs", [{"foreach": True}, {"fused": True}], ids=["foreach", "fused"])
+def test_grad_scaler_adds_no_host_waits(optimizer_kwargs):
+    # The scaler's own ops never make the host wait. As on CUDA, the only
+    # wait of a scaler step is the found_inf .item() that decides whether to
+    # step (a copy to the host, not an op of torch-npu-ops); optimizers that
+    # read found_inf on the device (fused) do not even have that one.
     torch.manual_seed(0)
     model = mlp().npu()
-    opt = torch.optim.AdamW(model.parameters(), foreach=True)
+    opt = torch.optim.AdamW(model.parameters(), **optimizer_kwargs)
     scaler = torch.amp.GradScaler("npu")
     x, y = (t.npu() for t in vectors(torch.Generator().manual_seed(1)))
     for _ in range(3):
@@ -509,10 +557,13 @@ def test_grad_scaler_host_waits_once_per_step_as_on_cuda():
         scaler.scale(loss).backward()
         torch.npu.synchronize()
         torch_npu.ops.reset_execution_counters()
+        torch.npu._sleep(200)
         scaler.step(opt)
         scaler.update()
-        # The only wait: the found_inf .item() that decides whether to step.
-        assert torch_npu.ops.synchronous_ops() == {"aten::_local_scalar_dense": 1}
+        if optimizer_kwargs.get("fused"):
+            assert not torch.npu.current_stream().query()  # the host never waited
+        assert torch_npu.ops.synchronous_ops() == {}
+        assert torch_npu.ops.execution_counters()["device_async"] > 0
 
 
 def test_grad_scaler_state_dict_round_trip():
@@ -526,10 +577,11 @@ def test_grad_scaler_state_dict_round_trip():
 
 
 def test_autocast_bf16_cnn_training_matches_cpu_autocast():
-    cpu = train(small_cnn, images, "cpu", dtype=torch.bfloat16)
-    npu = train(small_cnn, images, "npu", dtype=torch.bfloat16)
+    cpu_bf16 = train(small_cnn, images, "cpu", dtype=torch.bfloat16)
+    npu_bf16 = train(small_cnn, images, "npu", dtype=torch.bfloat16)
     cpu_fp32 = train(small_cnn, images, "cpu")
-    assert cpu[-1] < 0.5 * cpu[0] and npu[-1] < 0.5 * npu[0]
-    for a, b in zip(cpu, npu):
-        assert abs(a - b) < 0.05 + 0.1 * abs(a), (cpu, npu)
-    assert abs(npu[-1] - cpu_fp32[-1]) < 0.05 + 0.2 * cpu_fp32[-1], (cpu_fp32, npu)
+    assert cpu_bf16[-1] < 0.75 * cpu_bf16[0] and npu_bf16[-1] < 0.75 * npu_bf16[0]  # it learns
+    # bf16 keeps ~3 significant digits: the runs agree to a few thousandths.
+    for reference in (cpu_bf16, cpu_fp32):
+        for a, b in zip(reference, npu_bf16):
+            assert abs(a - b) < 0.02 + 0.01 * a, (reference, npu_bf16)

@@ -2,7 +2,9 @@
 
 Loaded by torch_npu at import through the ``torch_npu.plugins`` entry point.
 From then on every ATen op runs on npu tensors as device work; see
-:func:`execution_counters` for how many ran asynchronously.
+:func:`execution_counters` for how many ran asynchronously. Autocast
+kernels for npu load with it, and its initialiser provides ``torch.npu.amp``
+(:mod:`torch_npu.ops.amp`).
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ def _install_amp(torch_npu: ModuleType) -> None:
     register = getattr(device_module, "_register_amp_supported_dtypes", None)
     if register is None:
         warnings.warn(
-            "torch-npu-ops: the installed torch-npu-core predates autocast support; "
-            "torch.autocast('npu') stays disabled. Upgrade torch-npu-core.",
+            "torch-npu-ops: the installed torch-npu-core predates autocast support "
+            "(it has no torch.npu.get_amp_supported_dtype), so torch.autocast('npu') "
+            "cannot be used. Upgrade torch-npu-core.",
             stacklevel=2,
         )
     else:
@@ -71,6 +74,10 @@ def _initialize_plugin(torch_npu: ModuleType) -> None:
     """Entry point of the ``torch_npu.plugins`` group: importing this module
     installed the kernels already; this attaches ``torch.npu.amp``."""
     _install_amp(torch_npu)
+    # The custom ops (torch.ops.npu.npu_*), re-exported as torch_npu.npu_*.
+    from . import custom
+
+    custom.install(torch_npu)
 
 
 __all__ = ["execution_counters", "reset_execution_counters", "synchronous_ops"]
