@@ -108,3 +108,15 @@ def test_backend_can_be_forced(python_subprocess):
     )
     assert result.returncode != 0
     assert "libascendcl.so" in result.stderr and "set_env.sh" in result.stderr
+
+
+def test_this_process_runs_the_checker_when_asked():
+    # ./dev test exports NPU_SIM_CHECKER=1: the simulator torch_npu uses in
+    # this very process must then guard device memory.
+    import os
+
+    import torch_npu
+
+    description = torch_npu._C._backend_info()["description"]
+    expected = "checker=on" if os.environ.get("NPU_SIM_CHECKER") == "1" else "checker=off"
+    assert expected in description, description

@@ -382,7 +382,13 @@ def run_sample(op, sample, index: int, backward: bool) -> None:
             return  # both reject the sample
         raise AssertionError(f"the CPU raised {type(cpu_error).__name__}: {cpu_error}, npu did not")
 
-    result = op(npu_input, *npu_args, **npu_kwargs)
+    if flat_tensors([npu_input, npu_args, npu_kwargs]) or "device" in npu_kwargs:
+        result = op(npu_input, *npu_args, **npu_kwargs)
+    else:
+        # A factory sample without tensors or device (arange(2)): on npu it
+        # means npu as the default device.
+        with torch.device("npu"):
+            result = op(npu_input, *npu_args, **npu_kwargs)
     actual = to_host(result)
     torch.npu.synchronize()
     compare(actual, expected, values=values)

@@ -70,12 +70,24 @@ def lib_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def sim(lib_path):
-    """The library loaded into the test process, with the default config."""
-    for name in SIM_ENV_VARS:
-        os.environ.pop(name, None)  # read at the first call, which is below
-    s = _simlib.Sim(_simlib.load(str(lib_path)))
-    s.set_device(0)
+def sim(lib_path, tmp_path_factory):
+    """A private copy of the library loaded into the test process, with the
+    default configuration.
+
+    A copy, so that its state is independent of the simulator torch_npu
+    loaded into this process (other tests use that one, with the
+    configuration of the environment, e.g. NPU_SIM_CHECKER=1). The variables
+    are hidden only while the copy reads its configuration, at its first call.
+    """
+    private = tmp_path_factory.mktemp("npu_sim_private") / "libnpu_sim_private.so"
+    shutil.copy2(lib_path, private)
+    saved = {name: os.environ.pop(name) for name in SIM_ENV_VARS if name in os.environ}
+    try:
+        s = _simlib.Sim(_simlib.load(str(private)))
+        s.device_count()
+        s.set_device(0)
+    finally:
+        os.environ.update(saved)
     return s
 
 
