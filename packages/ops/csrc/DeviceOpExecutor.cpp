@@ -119,6 +119,39 @@ at::Tensor view_of(const at::Tensor& base, const TensorSpec& spec) {
   return at::Tensor(std::move(impl));
 }
 
+// Some CPU out= kernels leave their output a conjugate view of the values
+// they stored (linalg_lu_solve with left=False flips the output's conjugate
+// bit). The npu output cannot take the flag once the host has it: give the
+// CPU alias `out` back the npu tensor's bits and store the values instead.
+void keep_math_bits(const at::Tensor& out, bool conj, bool neg) {
+  if (out.is_conj() != conj) {
+    out._set_conj(conj);
+    out.conj_physical_();
+  }
+  if (out.is_neg() != neg) {
+    out._set_neg(neg);
+    out.neg_();
+  }
+}
+
+// Some CPU out= kernels restride their output to the input's memory format
+// (max_unpool2d with a channels-last input): the values are then laid out
+// with the new strides in the same memory, which the npu tensor, made with
+// the meta kernel's strides, would misread. Lay them out as npu expects. A
+// kernel that resized its output cannot be followed: that raises.
+void keep_geometry(const at::Tensor& out, void* data, c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  if (out.sizes().equals(sizes) && out.strides().equals(strides) && out.data_ptr() == data) {
+    return;
+  }
+  TORCH_CHECK(
+      out.sizes().equals(sizes), "the CPU kernel resized its output from ", sizes, " to ", out.sizes());
+  if (out.numel() == 0) {
+    return;
+  }
+  const at::Tensor values = out.clone();
+  at::from_blob(data, sizes, strides, out.options()).copy_(values);
+}
+
 std::vector<at::Tensor> cpu_aliases(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> out;
   out.reserve(tensors.size());
@@ -195,6 +228,30 @@ bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>&
   const auto& name = op.schema().name();
   if (kNames.count(name) > 0) {
     return true;
+  }
+  // The meta kernels of the batch and layer norms follow CUDA's kernels: the
+  // statistics are float32 for reduced-precision inputs, and batch norm
+  // computes them in evaluation too. The CPU kernels keep the input's dtype
+  // (unless the parameters are float32) and return empty statistics in
+  // evaluation, and the backward kernels insist on both: in those cases only
+  // the CPU's outputs do.
+  static const std::unordered_set<std::string_view> kNorms = {
+      "aten::native_batch_norm", "aten::_native_batch_norm_legit",
+      "aten::_native_batch_norm_legit_no_training", "aten::_batch_norm_with_update",
+      "aten::native_layer_norm",
+  };
+  if (kNorms.count(name) > 0 && !args.empty() && args[0].isTensor()) {
+    const auto dtype = args[0].toTensor().scalar_type();
+    if (dtype == at::kBFloat16 || dtype == at::kHalf || name == "aten::_native_batch_norm_legit_no_training") {
+      return true;
+    }
+    const auto& arguments = op.schema().arguments();
+    for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
+      if (arguments[i].name() == "training" && args[i].isBool()) {
+        return !args[i].toBool();
+      }
+    }
+    return false;
   }
   if (name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" ||
       name == "aten::index_put") {
@@ -475,6 +532,12 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
           try {
             Stack s(cpu_args.begin(), cpu_args.end());
             op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+            for (size_t i = cpu_args.size() - num_outputs; i < cpu_args.size(); ++i) {
+              const at::Tensor& out = cpu_args[i].toTensor();
+              const TensorSpec& spec = output_specs[i - (cpu_args.size() - num_outputs)];
+              keep_math_bits(out, false, false); // fresh outputs have none
+              keep_geometry(out, out.storage().data_ptr().get(), spec.sizes, spec.strides);
+            }
           } catch (const std::exception&) {
             // Some out= kernels use `out` as scratch space of another shape
             // (mse_loss resizes it to the input's shape before reducing),
@@ -501,10 +564,14 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   } else {
     // Computed before cpu_args moves into the work item.
     auto out_args = out_argument_geometry(target_schema, cpu_args);
+    std::vector<std::pair<bool, bool>> out_bits; // the npu out arguments' conjugate and negative bits
+    for (const auto& [index, spec] : out_args) {
+      out_bits.emplace_back(cpu_args[index].toTensor().is_conj(), cpu_args[index].toTensor().is_neg());
+    }
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
         [op = target.op, cpu_args = std::move(cpu_args), fresh_views = cpu_aliases(fresh_outputs),
-         return_is_fresh, out_args = std::move(out_args)]() mutable {
+         return_is_fresh, out_args = std::move(out_args), out_bits = std::move(out_bits)]() mutable {
           Stack s;
           if (out_args.empty()) {
             s = as_stack(cpu_args);
@@ -513,6 +580,12 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
             s = Stack(cpu_args.begin(), cpu_args.end());
             try {
               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+              for (size_t k = 0; k < out_args.size(); ++k) {
+                const at::Tensor& out = cpu_args[out_args[k].first].toTensor();
+                const OutArgument& spec = out_args[k].second;
+                keep_math_bits(out, out_bits[k].first, out_bits[k].second);
+                keep_geometry(out, spec.data, spec.sizes, spec.strides);
+              }
             } catch (const std::exception&) {
               // Some out= kernels use `out` as scratch space of another shape
               // first (mse_loss.out resizes it to the input's shape before
