@@ -161,39 +161,44 @@ std::vector<at::Tensor> cpu_aliases(const std::vector<at::Tensor>& tensors) {
   return out;
 }
 
-std::vector<TensorSpec> fresh_specs(const std::vector<at::Tensor>& outputs) {
-  std::vector<TensorSpec> specs;
-  for (const auto& t : outputs) {
-    TensorSpec spec;
-    spec.defined = t.defined();
-    spec.sizes.assign(t.sizes().begin(), t.sizes().end());
-    spec.strides.assign(t.strides().begin(), t.strides().end());
-    spec.dtype = t.scalar_type();
-    specs.push_back(std::move(spec));
-  }
-  return specs;
-}
-
-// The out= arguments of an op, with the geometry of their device memory as
-// the kernel first sees it (a failing kernel may change it).
-struct OutArgument {
+// Where a tensor's values live in device memory and how they are laid out,
+// as a kernel first sees it (a failing kernel may change the tensor).
+struct DeviceGeometry {
   void* data;
   c10::SmallVector<int64_t, 6> sizes;
   c10::SmallVector<int64_t, 6> strides;
   c10::ScalarType dtype;
+
+  explicit DeviceGeometry(const at::Tensor& t)
+      : data(t.data_ptr()),
+        sizes(t.sizes().begin(), t.sizes().end()),
+        strides(t.strides().begin(), t.strides().end()),
+        dtype(t.scalar_type()) {}
+
+  // A CPU tensor over that memory with that layout (only inside device work).
+  at::Tensor view() const {
+    return at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype).device(c10::DeviceType::CPU));
+  }
 };
 
-std::vector<std::pair<size_t, OutArgument>> out_argument_geometry(
+std::vector<DeviceGeometry> geometries(const std::vector<at::Tensor>& views) {
+  std::vector<DeviceGeometry> out;
+  out.reserve(views.size());
+  for (const auto& v : views) {
+    out.emplace_back(v);
+  }
+  return out;
+}
+
+// The out= arguments of an op (by position) with their geometry.
+std::vector<std::pair<size_t, DeviceGeometry>> out_argument_geometry(
     const c10::FunctionSchema& schema, const std::vector<IValue>& cpu_args) {
-  std::vector<std::pair<size_t, OutArgument>> out;
+  std::vector<std::pair<size_t, DeviceGeometry>> out;
   const auto& arguments = schema.arguments();
   for (size_t i = 0; i < arguments.size() && i < cpu_args.size(); ++i) {
-    if (!arguments[i].is_out() || !cpu_args[i].isTensor() || !cpu_args[i].toTensor().defined()) {
-      continue;
+    if (arguments[i].is_out() && cpu_args[i].isTensor() && cpu_args[i].toTensor().defined()) {
+      out.emplace_back(i, DeviceGeometry(cpu_args[i].toTensor()));
     }
-    const at::Tensor& t = cpu_args[i].toTensor();
-    out.emplace_back(i, OutArgument{t.data_ptr(), {t.sizes().begin(), t.sizes().end()},
-                                    {t.strides().begin(), t.strides().end()}, t.scalar_type()});
   }
   return out;
 }
@@ -253,17 +258,15 @@ bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>&
     }
     return false;
   }
-  if (name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" ||
-      name == "aten::index_put") {
+  if (name == "aten::index") {
     // Boolean masks select a data-dependent number of elements.
     bool has_mask = false;
-    for (const auto& arg : args) {
-      for_each_tensor(arg, [&](const at::Tensor& t) {
-        has_mask |= t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) &&
-            &arg != &args[0];
+    for (size_t i = 1; i < args.size(); ++i) {
+      for_each_tensor(args[i], [&](const at::Tensor& t) {
+        has_mask |= t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte);
       });
     }
-    return has_mask && name == "aten::index";
+    return has_mask;
   }
   return false;
 }
@@ -528,15 +531,15 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
         [functional = target.op, op = *out_op, cpu_args = std::move(cpu_args),
-         num_outputs = fresh_outputs.size(), output_specs = fresh_specs(fresh_outputs)]() mutable {
+         num_outputs = fresh_outputs.size(), output_geometry = geometries(cpu_aliases(fresh_outputs))]() mutable {
           try {
             Stack s(cpu_args.begin(), cpu_args.end());
             op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
             for (size_t i = cpu_args.size() - num_outputs; i < cpu_args.size(); ++i) {
               const at::Tensor& out = cpu_args[i].toTensor();
-              const TensorSpec& spec = output_specs[i - (cpu_args.size() - num_outputs)];
+              const DeviceGeometry& geometry = output_geometry[i - (cpu_args.size() - num_outputs)];
               keep_math_bits(out, false, false); // fresh outputs have none
-              keep_geometry(out, out.storage().data_ptr().get(), spec.sizes, spec.strides);
+              keep_geometry(out, geometry.data, geometry.sizes, geometry.strides);
             }
           } catch (const std::exception&) {
             // Some out= kernels use `out` as scratch space of another shape
@@ -547,17 +550,10 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
             deny_out_variant(functional);
             // The failed kernel may have changed the outputs' sizes before
             // giving up: view the device memory afresh with its geometry.
-            std::vector<at::Tensor> outputs;
-            for (size_t i = cpu_args.size() - num_outputs, k = 0; i < cpu_args.size(); ++i, ++k) {
-              const TensorSpec& spec = output_specs[k];
-              outputs.push_back(at::from_blob(
-                  cpu_args[i].toTensor().data_ptr(), spec.sizes, spec.strides,
-                  at::TensorOptions().dtype(spec.dtype).device(c10::DeviceType::CPU)));
-            }
             Stack s(cpu_args.begin(), cpu_args.end() - static_cast<std::ptrdiff_t>(num_outputs));
             functional.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
-            for (size_t i = 0; i < outputs.size() && i < s.size(); ++i) {
-              outputs[i].copy_(s[i].toTensor());
+            for (size_t i = 0; i < output_geometry.size() && i < s.size(); ++i) {
+              output_geometry[i].view().copy_(s[i].toTensor());
             }
           }
         });
@@ -565,7 +561,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     // Computed before cpu_args moves into the work item.
     auto out_args = out_argument_geometry(target_schema, cpu_args);
     std::vector<std::pair<bool, bool>> out_bits; // the npu out arguments' conjugate and negative bits
-    for (const auto& [index, spec] : out_args) {
+    for (const auto& [index, geometry] : out_args) {
       out_bits.emplace_back(cpu_args[index].toTensor().is_conj(), cpu_args[index].toTensor().is_neg());
     }
     c10_npu::launch_host_work(
@@ -582,9 +578,9 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
               for (size_t k = 0; k < out_args.size(); ++k) {
                 const at::Tensor& out = cpu_args[out_args[k].first].toTensor();
-                const OutArgument& spec = out_args[k].second;
+                const DeviceGeometry& geometry = out_args[k].second;
                 keep_math_bits(out, out_bits[k].first, out_bits[k].second);
-                keep_geometry(out, spec.data, spec.sizes, spec.strides);
+                keep_geometry(out, geometry.data, geometry.sizes, geometry.strides);
               }
             } catch (const std::exception&) {
               // Some out= kernels use `out` as scratch space of another shape
@@ -594,10 +590,8 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
               // genuine error raises again.
               s = Stack(cpu_args.begin(), cpu_args.end());
               std::vector<std::pair<at::Tensor, at::Tensor>> copies;
-              for (const auto& [index, spec] : out_args) {
-                at::Tensor device_view = at::from_blob(
-                    spec.data, spec.sizes, spec.strides,
-                    at::TensorOptions().dtype(spec.dtype).device(c10::DeviceType::CPU));
+              for (const auto& [index, geometry] : out_args) {
+                at::Tensor device_view = geometry.view();
                 at::Tensor scratch = at::empty({0}, device_view.options());
                 s[index] = scratch;
                 copies.emplace_back(device_view, scratch);

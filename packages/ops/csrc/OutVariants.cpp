@@ -62,11 +62,10 @@ void deny_out_variant(const c10::OperatorHandle& op) {
 }
 
 std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op) {
-  auto& cache = g_cache;
   const c10::FunctionSchema& schema = op.schema();
   std::lock_guard<std::mutex> lock(g_cache_mutex);
-  auto it = cache.find(&schema);
-  if (it != cache.end()) {
+  auto it = g_cache.find(&schema);
+  if (it != g_cache.end()) {
     return it->second;
   }
   std::optional<c10::OperatorHandle> found;
@@ -86,7 +85,7 @@ std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op) {
       }
     }
   }
-  cache.emplace(&schema, found);
+  g_cache.emplace(&schema, found);
   return found;
 }
 
