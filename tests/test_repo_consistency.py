@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import sys
 import tomllib
 from pathlib import Path
@@ -33,38 +32,17 @@ def _pyproject(package: str) -> dict:
         return tomllib.load(f)
 
 
-def _torch_versions() -> list[str]:
-    lines = (ROOT / "version.txt").read_text().splitlines()
-    return [l.strip() for l in lines if l.strip() and not l.lstrip().startswith("#")]
-
-
-def test_version_txt():
-    versions = _torch_versions()
-    assert versions, "version.txt lists no torch version"
-    for v in versions:
-        assert re.fullmatch(r"\d+\.\d+\.\d+", v), v
-    assert len(set(versions)) == len(versions)
-
-
-def test_compatibility_doc_lists_every_torch_version():
-    doc = (ROOT / "COMPATIBILITY.en.md").read_text()
-    for v in _torch_versions():
-        assert v in doc
-
-
-def test_pinned_torch_is_supported():
-    """./dev and core's build pin a torch that version.txt lists."""
-    dev = (ROOT / "dev").read_text()
-    pins = re.findall(r'"torch==([^"]+)"', dev)
-    assert pins, "./dev does not pin torch"
-    core = _pyproject("core")
-    pins += [
-        r.split("==", 1)[1]
-        for r in core["build-system"]["requires"] + core["project"]["dependencies"]
-        if re.match(r"torch\s*==", r)
-    ]
-    for pin in pins:
-        assert pin.strip() in _torch_versions(), pin
+def test_tree_agrees_with_the_compatibility_matrix():
+    """version.txt, COMPATIBILITY.en.md, package versions and pins, the
+    tables core ships: everything compat/ describes (tests/test_compat.py
+    tests the check itself)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from compat.check import run_checks
+        from compat.matrix import load
+    finally:
+        sys.path.remove(str(ROOT))
+    assert run_checks(load()) == []
 
 
 def test_meta_package_extras_match_known_plugins(plugins):

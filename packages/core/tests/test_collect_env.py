@@ -78,6 +78,11 @@ def test_collect_env_json(tmp_path):
     assert isinstance(info["plugins"], dict)
     assert info["build"]["built_with_torch"].split("+")[0] == info["torch"].split("+")[0]
     assert info["devices"]["count"] == 2
+    # the matrix row of this environment: the emulated CANN is part of it
+    cann = info["backend"]["cann_version"]
+    py = ".".join(sys.version.split()[0].split(".")[:2])
+    assert info["compatibility"]["row"] == f"torch {info['torch'].split('+')[0]}, CANN {cann}, Python {py}"
+    assert info["compatibility"]["status"] in ("tested", "untested")
     assert [d["index"] for d in info["devices"]["devices"]] == [0, 1]
     for dev in info["devices"]["devices"]:
         assert isinstance(dev["name"], str) and dev["name"]
@@ -120,6 +125,8 @@ def test_pretty_str_full(collect_env):
             "graph": {"distribution": "torch-npu-graph", "version": "0.2", "status": "failed", "error": "OSError: x"},
         },
         "backend": {"backend": "simulator", "library": "/l/libnpu_sim.so", "cann_version": "9.0.0", "description": "d"},
+        "compatibility": {"row": "torch 2.13.0, CANN 9.0.0, Python 3.11", "status": "tested",
+                          "detail": "2026-12-02: nox -s tests"},
         "devices": {
             "available": True,
             "count": 1,
@@ -134,6 +141,8 @@ def test_pretty_str_full(collect_env):
     assert "  ops: torch-npu-ops 0.1.0 [loaded]" in lines
     assert "  graph: torch-npu-graph 0.2 [failed] OSError: x" in lines
     assert "  backend: simulator" in lines
+    assert "  matrix row: torch 2.13.0, CANN 9.0.0, Python 3.11" in lines
+    assert "  status: tested (2026-12-02: nox -s tests)" in lines
     assert "  npu:0: Ascend910B, total memory 1073741824 bytes (1.00 GiB)" in lines
     assert "  NPU_SIM_CHECKER=1" in lines
     json.dumps(info)  # the dict form stays serialisable
@@ -164,7 +173,7 @@ def test_get_env_info_survives_failed_import(collect_env, monkeypatch):
     monkeypatch.setattr(collect_env, "_import", fake_import)
     info = collect_env.get_env_info()
     assert info["torch_npu"] == "unavailable: RuntimeError: extension not built"
-    for key in ("build", "plugins", "backend", "devices"):
+    for key in ("build", "plugins", "backend", "compatibility", "devices"):
         assert collect_env.is_unavailable(info[key]), key
     assert "torch-npu-core" in info["distributions"]
     text = collect_env.pretty_str(info)

@@ -414,6 +414,44 @@ def test_incompatible_plugin_is_reported_not_loaded(plugins, fake_package, patch
     assert record["graph"].status == "loaded"
 
 
+def test_compiled_plugin_built_for_the_installed_core_and_torch_loads(plugins):
+    plugins.check_plugin_build("torch-npu-ops", "0.1.2", "0.1.0", "2.13.0",
+                               core_version="0.1.7", torch_version="2.13.0+cpu")
+
+
+def test_compiled_plugin_built_for_another_core_is_refused(plugins):
+    with pytest.raises(plugins.PluginVersionError) as info:
+        plugins.check_plugin_build("torch-npu-ops", "0.2.0", "0.2.1", "2.13.0",
+                                   core_version="0.1.0", torch_version="2.13.0")
+    message = str(info.value)
+    assert message.startswith("torch-npu-ops 0.2.0 cannot be loaded: it was built against "
+                              "torch-npu-core 0.2.1 but torch-npu-core 0.1.0 is installed.")
+    assert "pip install 'torch-npu-core==0.2.*' 'torch==2.13.0'" in message
+    assert isinstance(info.value, ImportError)
+
+
+def test_compiled_plugin_built_for_another_torch_is_refused(plugins):
+    with pytest.raises(plugins.PluginVersionError, match=r"built against torch 2\.14\.1 but "
+                       r"torch 2\.13\.0\+cpu is installed"):
+        plugins.check_plugin_build("torch-npu-ops", "0.1.0", "0.1.0", "2.14.1",
+                                   core_version="0.1.0", torch_version="2.13.0+cpu")
+
+
+def test_plugin_refusing_at_import_is_recorded_incompatible(plugins, fake_package, patch_entry_points):
+    pkg, pkg_dir = fake_package
+    _write(pkg_dir / "ops" / "__init__.py", textwrap.dedent(f"""
+        import sys
+        sys.modules[{plugins.__name__!r}].check_plugin_build(
+            "torch-npu-ops", "0.1.0", "0.9.0", "2.13.0", core_version="0.1.0", torch_version="2.13.0")
+    """))
+    importlib.import_module(pkg)
+    patch_entry_points([_ep("ops", f"{pkg}.ops", dist=_fake_dist("torch-npu-ops"))])
+    with pytest.warns(plugins.PluginLoadWarning, match=r"'ops'.*not compatible.*built against"):
+        record = plugins.load_plugins(pkg, group="fake.plugins", core_version="0.1.0")
+    assert record["ops"].status == "incompatible"
+    assert record["ops"].error.startswith("PluginVersionError: torch-npu-ops 0.1.0 cannot be loaded")
+
+
 # ---------------------------------------------------------------------------
 # End to end: real distributions on disk, in a subprocess
 # ---------------------------------------------------------------------------
@@ -421,7 +459,7 @@ def test_incompatible_plugin_is_reported_not_loaded(plugins, fake_package, patch
 
 def _make_dist(site: Path, dist: str, version: str, entry_points: str = "", requires=()):
     info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
-    meta = [f"Metadata-Version: 2.1", f"Name: {dist}", f"Version: {version}"]
+    meta = ["Metadata-Version: 2.1", f"Name: {dist}", f"Version: {version}"]
     meta += [f"Requires-Dist: {r}" for r in requires]
     _write(info / "METADATA", "\n".join(meta) + "\n")
     if entry_points:

@@ -64,6 +64,7 @@ _torch.utils.generate_methods_for_privateuse1_backend(
 )
 
 from . import _serialization  # noqa: E402
+from . import utils as utils  # noqa: E402  (torch_npu.utils.get_cann_version, as in Ascend's)
 
 _serialization.register()
 

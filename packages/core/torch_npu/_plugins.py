@@ -52,6 +52,8 @@ __all__ = [
     "PluginInfo",
     "PluginLoadWarning",
     "MissingPluginError",
+    "PluginVersionError",
+    "check_plugin_build",
     "install_missing_plugin_hook",
     "uninstall_missing_plugin_hook",
     "module_getattr",
@@ -103,6 +105,10 @@ class PluginLoadWarning(RuntimeWarning):
 
 class MissingPluginError(ModuleNotFoundError):
     """A torch_npu subpackage provided by a plugin that is not installed."""
+
+
+class PluginVersionError(ImportError):
+    """A plugin does not fit the installed torch-npu-core (or torch)."""
 
 
 @dataclass(frozen=True)
@@ -338,6 +344,60 @@ def _check_plugin_compatibility(
             )
 
 
+def _minor_release(version: str) -> str:
+    """ "0.1.3" -> "0.1"; "2.13.0+cpu" -> "2.13"."""
+    return ".".join(version.split("+", 1)[0].split(".")[:2])
+
+
+def check_plugin_build(
+    distribution: str,
+    plugin_version: str,
+    built_with_core: str,
+    built_with_torch: str,
+    *,
+    core_version: Optional[str] = None,
+    torch_version: Optional[str] = None,
+) -> None:
+    """Raise :class:`PluginVersionError` if a compiled plugin was built for
+    another core or torch than the installed ones.
+
+    A compiled plugin links core's C++ runtime and torch's C++ API, whose
+    ABIs hold within a minor release (core's CMake package says
+    SameMinorVersion; torch changes its ABI between minor releases). A plugin
+    calls this with the versions baked into it at build time, before it loads
+    its extension (which would otherwise fail with an undefined symbol, or
+    worse, not fail). ``core_version`` and ``torch_version`` default to the
+    installed distributions.
+    """
+    import importlib.metadata
+
+    if core_version is None:
+        core_version = _core_version(CORE_DISTRIBUTION)
+    if torch_version is None:
+        try:
+            torch_version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            torch_version = None
+    problems = []
+    if core_version is not None and _minor_release(core_version) != _minor_release(built_with_core):
+        problems.append(
+            f"it was built against {CORE_DISTRIBUTION} {built_with_core} but "
+            f"{CORE_DISTRIBUTION} {core_version} is installed"
+        )
+    if torch_version is not None and _minor_release(torch_version) != _minor_release(built_with_torch):
+        problems.append(
+            f"it was built against torch {built_with_torch} but torch {torch_version} is installed"
+        )
+    if problems:
+        raise PluginVersionError(
+            f"{distribution} {plugin_version} cannot be loaded: {'; '.join(problems)}. "
+            f"A compiled plugin works only with the {CORE_DISTRIBUTION} and torch minor "
+            f"releases it was built with (C++ ABI). Install matching versions, e.g. "
+            f"`pip install '{CORE_DISTRIBUTION}=={_minor_release(built_with_core)}.*' "
+            f"'torch=={built_with_torch}'`, or rebuild {distribution} in this environment."
+        )
+
+
 # --------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------
@@ -456,6 +516,15 @@ def load_plugins(
                 continue
             try:
                 _initialise(ep, package)
+            except PluginVersionError as exc:
+                note(INCOMPATIBLE, _describe(exc))
+                warnings.warn(
+                    f"{package}: plugin {ep.name!r} ({where}) is not compatible "
+                    f"and was not loaded: {exc}",
+                    PluginLoadWarning,
+                    stacklevel=2,
+                )
+                continue
             except Exception as exc:
                 note(FAILED, _describe(exc))
                 warnings.warn(

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 import torch
 
 import torch_npu  # noqa: F401

@@ -13,21 +13,16 @@ struct FeatureGate {
   const char* since; // first CANN version with the feature
 };
 
-// One row per version-gated feature. Add rows here; nothing else changes.
+// Indexed by Feature (same order as the enum: both come from the table).
 constexpr FeatureGate kGates[] = {
-    {Feature::kVirtualMemory,
-     "virtual memory management (aclrtReserveMemAddress, aclrtMallocPhysical, "
-     "aclrtMapMem and related functions)",
-     "8.0.RC1"},
+#define NPU_SIM_CANN_FEATURE(enumerator, name, description, since) \
+  {Feature::enumerator, description, since},
+#include "cann_feature_table.inc"
+#undef NPU_SIM_CANN_FEATURE
 };
 
 const FeatureGate& gateOf(Feature feature) {
-  for (const FeatureGate& gate : kGates) {
-    if (gate.feature == feature) {
-      return gate;
-    }
-  }
-  return kGates[0]; // unreachable: every Feature has a row
+  return kGates[static_cast<size_t>(feature)];
 }
 
 } // namespace

@@ -1,5 +1,6 @@
-// Features that depend on the emulated CANN version (NPU_SIM_CANN_VERSION).
-// The table of which version introduced what lives in feature_gates.cpp.
+// Features that depend on the emulated CANN release (NPU_SIM_CANN_VERSION).
+// Which release introduced what is data of the compatibility matrix
+// (compat/cann_features.toml), generated into cann_feature_table.inc.
 #pragma once
 
 #include "acl_types.h"
@@ -7,7 +8,9 @@
 namespace npu_sim {
 
 enum class Feature {
-  kVirtualMemory, // aclrtReserveMemAddress, aclrtMallocPhysical, aclrtMapMem, ...
+#define NPU_SIM_CANN_FEATURE(enumerator, name, description, since) enumerator,
+#include "cann_feature_table.inc"
+#undef NPU_SIM_CANN_FEATURE
 };
 
 // ACL_SUCCESS when the emulated CANN has `feature`; otherwise

@@ -1,8 +1,10 @@
 """Virtual memory management: reservations, physical handles, mappings."""
 
 import ctypes
+import importlib.util
 import os
 from ctypes import byref, c_size_t, c_void_p
+from pathlib import Path
 
 from _simlib import (
     ACL_ERROR_INVALID_PARAM,
@@ -15,6 +17,14 @@ from _simlib import (
     PhysicalMemProp,
     MiB,
 )
+
+# The CANN feature table core ships (generated from compat/), loaded by path
+# so that these tests need neither torch nor torch_npu.
+_spec = importlib.util.spec_from_file_location(
+    "_compat_data_for_sim_tests",
+    Path(__file__).resolve().parents[2] / "torch_npu" / "_compat_data.py")
+_compat_data = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_compat_data)
 
 
 def device_prop(device):
@@ -143,8 +153,10 @@ def test_virtual_memory_is_gated_by_the_emulated_cann_version(runner):
     codes, message = old.stdout.splitlines()
     assert codes == str([ACL_ERROR_RT_FEATURE_NOT_SUPPORT] * 3)
     assert "aclrtMallocPhysical" in message and "emulated CANN 7.0.0" in message
-    assert "needs CANN 8.0.RC1" in message
-    for version, supported in (("8.0.RC1", True), ("7.9.9", False), ("8.0.RC1.1", True),
-                               ("8.5.0", True)):
+    since = _compat_data.CANN_FEATURES["virtual_memory"][0]  # compat/cann_features.toml
+    assert since == "8.0.0"
+    assert f"needs CANN {since}" in message
+    for version, supported in ((since, True), ("7.9.9", False), ("8.0.RC3", False),
+                               ("8.0.0.1", True), ("8.5.0", True)):
         codes = runner.ok(script, NPU_SIM_CANN_VERSION=version).stdout.splitlines()[0]
         assert (codes == "[0, 0, 0]") == supported, version

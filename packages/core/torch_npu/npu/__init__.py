@@ -9,12 +9,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import torch
-
 from .. import _C
-from ._amp_support import _register_amp_supported_dtypes, get_amp_supported_dtype
+from ._cann import get_cann_version, is_cann_feature_available, require_cann_feature
+from ._cann import _warn_if_unsupported as _warn_if_unsupported_cann
+from ._amp_support import get_amp_supported_dtype
+# Private re-exports used by plugins and by torch's device-module protocol.
+from ._amp_support import _register_amp_supported_dtypes as _register_amp_supported_dtypes
+from ._device import _get_device_index as _get_device_index
 from ._device import (
-    _get_device_index,
     current_device,
     device,
     device_count,
@@ -101,6 +103,7 @@ def _lazy_init() -> None:
                 "multiprocessing, you must use the 'spawn' start method"
             )
         _C._init()
+        _warn_if_unsupported_cann()
 
 
 def _sleep(ms: float) -> None:
@@ -117,6 +120,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "get_cann_version",
+    "is_cann_feature_available",
+    "require_cann_feature",
     "BFloat16Tensor",
     "BoolTensor",
     "ByteTensor",

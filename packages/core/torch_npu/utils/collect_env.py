@@ -115,6 +115,15 @@ def _backend() -> Dict[str, Any]:
     return {key: info.get(key) for key in ("backend", "library", "cann_version", "description")}
 
 
+def _compatibility(info: Dict[str, Any]) -> Dict[str, Any]:
+    """The matrix row the environment matches (COMPATIBILITY.en.md)."""
+    if is_unavailable(info.get("backend")) or is_unavailable(info.get("torch")):
+        return unavailable("needs the torch and backend information above")
+    rows = _import("torch_npu._compat_rows")
+    return rows.match_row(str(info["torch"]), str(info["backend"]["cann_version"]),
+                          platform.python_version())
+
+
 def _devices(torch: Any) -> Dict[str, Any]:
     npu = torch.npu
     out: Dict[str, Any] = {"available": _safe(npu.is_available)}
@@ -172,13 +181,14 @@ def get_env_info() -> Dict[str, Any]:
 
     if torch_npu is None:
         reason = unavailable("torch_npu could not be imported (see torch_npu above)")
-        for key in ("build", "plugins", "backend", "devices"):
+        for key in ("build", "plugins", "backend", "compatibility", "devices"):
             info[key] = reason
         return info
 
     info["build"] = _safe(_build_info)
     info["plugins"] = _safe(_plugins)
     info["backend"] = _safe(_backend)
+    info["compatibility"] = _safe(lambda: _compatibility(info))
     if torch is not None and hasattr(torch, "npu"):
         info["devices"] = _safe(lambda: _devices(torch))
     else:
@@ -245,6 +255,14 @@ def pretty_str(info: Dict[str, Any]) -> str:
         lines.append(f"  description: {value.get('description')}")
 
     _section(lines, "Backend", get("backend", missing), backend)
+
+    def compatibility(value: Dict[str, Any]) -> None:
+        lines.append(f"  matrix row: {value.get('row')}")
+        status = value.get("status")
+        detail = value.get("detail")
+        lines.append(f"  status: {status}" + (f" ({detail})" if detail else ""))
+
+    _section(lines, "Compatibility (COMPATIBILITY.en.md)", get("compatibility", missing), compatibility)
 
     def devices(value: Dict[str, Any]) -> None:
         lines.append(f"  available: {value.get('available')}")

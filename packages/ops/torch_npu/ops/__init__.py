@@ -15,9 +15,18 @@ from types import ModuleType
 
 import torch
 
-from . import _C
+from torch_npu._plugins import check_plugin_build
+
+from . import _build_info
 
 __version__ = "0.1.0"
+
+# Before the extension loads: built for another core or torch, it would fail
+# with undefined symbols, or misbehave.
+check_plugin_build("torch-npu-ops", __version__, _build_info.BUILT_WITH_CORE,
+                   _build_info.BUILT_WITH_TORCH)
+
+from . import _C  # noqa: E402
 
 _C._install()
 

@@ -23,7 +23,7 @@ from typing import List
 
 import torch
 
-from . import autocast_mode, grad_scaler
+from . import autocast_mode as autocast_mode, grad_scaler as grad_scaler  # aliased in sys.modules
 from .autocast_mode import autocast, custom_bwd, custom_fwd
 from .grad_scaler import GradScaler
 

@@ -1,0 +1,86 @@
+"""Command line of the compat tooling: ``python -m compat COMMAND``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from typing import List, Optional
+
+from .check import run_checks
+from .matrix import MatrixError, Row, load, record_run
+from .render import generated_files
+
+
+def _render(args: argparse.Namespace) -> int:
+    matrix = load()
+    for path, text in generated_files(matrix).items():
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            print(f"wrote {path}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    problems = run_checks(load())
+    for problem in problems:
+        print(f"compat check: {problem}", file=sys.stderr)
+    if problems:
+        print(f"compat check: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print("compat check: the tree agrees with compat/")
+    return 0
+
+
+def _rows(args: argparse.Namespace) -> int:
+    matrix = load()
+    out = []
+    for row in matrix.rows:
+        status = matrix.status(row)
+        out.append({"torch": row.torch, "cann": row.cann, "python": row.python,
+                    "status": status.status, "session": row.session,
+                    "default": row == matrix.default,
+                    "pins": matrix.build_pins.get(row.torch, {})})
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    matrix = load()
+    torch, cann, python = args.torch, args.cann, args.python
+    row = Row(torch, cann, python)
+    if row not in matrix.supported:
+        print(f"compat record: {row.key} is not a supported row", file=sys.stderr)
+        return 2
+    versions = dict(v.split("=", 1) for v in args.version)
+    date = args.date or datetime.date.today().isoformat()
+    record_run(row, args.command, args.summary, versions, date)
+    return _render(args)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m compat", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("render", help="regenerate the files made from compat/").set_defaults(fn=_render)
+    sub.add_parser("check", help="fail when the tree disagrees with compat/").set_defaults(fn=_check)
+    sub.add_parser("rows", help="print the rows as JSON").set_defaults(fn=_rows)
+    rec = sub.add_parser("record", help="record a passing run of a row, then render")
+    rec.add_argument("--torch", required=True)
+    rec.add_argument("--cann", required=True)
+    rec.add_argument("--python", required=True)
+    rec.add_argument("--command", required=True)
+    rec.add_argument("--summary", required=True)
+    rec.add_argument("--version", action="append", default=[], metavar="DIST=VERSION")
+    rec.add_argument("--date")
+    rec.set_defaults(fn=_record)
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except MatrixError as exc:
+        print(f"compat: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""The compatibility matrix as Python objects, read from the files in compat/.
+
+- ``matrix.toml``: rows of (torch, CANN, Python), the package version ranges,
+  the build pins that follow torch, the default row;
+- ``cann_features.toml``: which CANN release introduced which feature;
+- ``runs.json``: passing runs of row sessions, written by
+  ``python -m compat record`` (nox does it with ``COMPAT_RECORD=1``).
+
+Only the standard library (Python >= 3.11 for tomllib) and core's standalone
+``torch_npu/_cann_version.py`` (loaded by path: core need not be installed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPAT_DIR = ROOT / "compat"
+MATRIX_FILE = COMPAT_DIR / "matrix.toml"
+FEATURES_FILE = COMPAT_DIR / "cann_features.toml"
+RUNS_FILE = COMPAT_DIR / "runs.json"
+
+SUPPORTED = "supported"
+UNSUPPORTED = "unsupported"
+# Displayed status of a row.
+TESTED = "tested"
+UNTESTED = "untested"
+
+
+def _load_cann_version_module():
+    path = ROOT / "packages/core/torch_npu/_cann_version.py"
+    name = "_compat_cann_version"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+CannVersion = _load_cann_version_module().CannVersion
+
+
+class MatrixError(ValueError):
+    """The data in compat/ is malformed."""
+
+
+@dataclass(frozen=True, order=True)
+class Row:
+    """One (torch, CANN, Python) combination."""
+
+    torch: str
+    cann: str
+    python: str
+
+    @property
+    def key(self) -> str:
+        return f"torch={self.torch},cann={self.cann},python={self.python}"
+
+    @property
+    def session(self) -> str:
+        """The name of the row's nox session."""
+        return f"tests(torch='{self.torch}', cann='{self.cann}', python='{self.python}')"
+
+
+@dataclass(frozen=True)
+class RowStatus:
+    status: str  # TESTED, UNTESTED or UNSUPPORTED
+    reason: str = ""  # for UNSUPPORTED
+    run: Optional[Dict[str, Any]] = None  # the latest passing run, for TESTED
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    description: str
+    since: str
+    apis: List[str]
+    used_by: str
+    source: str
+    checked: str
+
+
+@dataclass
+class Matrix:
+    packages: Dict[str, str]  # distribution -> version specifier
+    build_pins: Dict[str, Dict[str, str]]  # torch version -> {tool: version}
+    default: Row
+    emulated_cann: List[str]
+    supported: Dict[Row, str] = field(default_factory=dict)  # row -> ""
+    unsupported: Dict[Row, str] = field(default_factory=dict)  # row -> reason
+    features: List[Feature] = field(default_factory=list)
+    runs: List[Dict[str, Any]] = field(default_factory=list)
+
+    # ---- queries ---------------------------------------------------------
+    @property
+    def rows(self) -> List[Row]:
+        """Every row, supported first, in version order."""
+        return sorted(self.supported, key=_row_order) + sorted(self.unsupported, key=_row_order)
+
+    @property
+    def torch_versions(self) -> List[str]:
+        """The torch versions of supported rows (what version.txt lists)."""
+        return sorted({r.torch for r in self.supported}, key=_version_tuple)
+
+    def pins(self, torch: str) -> Dict[str, str]:
+        try:
+            return dict(self.build_pins[torch])
+        except KeyError:
+            raise MatrixError(f"matrix.toml has no [torch.\"{torch}\"] build pins") from None
+
+    def status(self, row: Row) -> RowStatus:
+        if row in self.unsupported:
+            return RowStatus(UNSUPPORTED, reason=self.unsupported[row])
+        if row not in self.supported:
+            raise MatrixError(f"{row.key} is not a row of the matrix")
+        runs = [r for r in self.runs if r.get("row") == row.key]
+        if runs:
+            return RowStatus(TESTED, run=max(runs, key=lambda r: r.get("date", "")))
+        return RowStatus(UNTESTED)
+
+    def find_row(self, torch: str, cann: str, python: str) -> Optional[Row]:
+        row = Row(torch, cann, python)
+        return row if row in self.supported or row in self.unsupported else None
+
+    def feature(self, name: str) -> Feature:
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+def _version_tuple(text: str):
+    return tuple(int(p) if p.isdigit() else p for p in text.split("."))
+
+
+def _row_order(row: Row):
+    return (_version_tuple(row.torch), _version_tuple(row.python), CannVersion(row.cann))
+
+
+def _as_list(value: Any, what: str) -> List[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise MatrixError(f"{what} must be a string or a list of strings, got {value!r}")
+
+
+def _expand(entry: Dict[str, Any], index: int) -> List[Row]:
+    where = f"matrix.toml [[row]] #{index + 1}"
+    for key in ("torch", "cann", "python", "status"):
+        if key not in entry:
+            raise MatrixError(f"{where} has no {key!r}")
+    rows = []
+    for torch in _as_list(entry["torch"], f"{where} torch"):
+        for cann in _as_list(entry["cann"], f"{where} cann"):
+            if not CannVersion.is_valid(cann):
+                raise MatrixError(f"{where}: {cann!r} is not a CANN version")
+            for python in _as_list(entry["python"], f"{where} python"):
+                rows.append(Row(torch, cann, python))
+    return rows
+
+
+def load(
+    matrix_file: Path = MATRIX_FILE,
+    features_file: Path = FEATURES_FILE,
+    runs_file: Path = RUNS_FILE,
+) -> Matrix:
+    """Read and validate the compat/ files."""
+    with open(matrix_file, "rb") as f:
+        data = tomllib.load(f)
+    default = data.get("default", {})
+    try:
+        default_row = Row(default["torch"], default["cann"], default["python"])
+    except KeyError as exc:
+        raise MatrixError(f"matrix.toml [default] has no {exc.args[0]!r}") from None
+    matrix = Matrix(
+        packages=dict(data.get("packages", {})),
+        build_pins={k: dict(v) for k, v in data.get("torch", {}).items()},
+        default=default_row,
+        emulated_cann=list(data.get("cann", {}).get("emulated", [])),
+    )
+    for index, entry in enumerate(data.get("row", [])):
+        status = entry.get("status")
+        for row in _expand(entry, index):
+            if row in matrix.supported or row in matrix.unsupported:
+                raise MatrixError(f"{row.key} appears in more than one [[row]]")
+            if status == SUPPORTED:
+                matrix.supported[row] = ""
+            elif status == UNSUPPORTED:
+                if not entry.get("reason"):
+                    raise MatrixError(f"unsupported row {row.key} needs a 'reason'")
+                matrix.unsupported[row] = entry["reason"]
+            else:
+                raise MatrixError(
+                    f"matrix.toml [[row]] #{index + 1}: status must be "
+                    f"{SUPPORTED!r} or {UNSUPPORTED!r}, got {status!r}"
+                )
+    if default_row not in matrix.supported:
+        raise MatrixError(f"the default row {default_row.key} is not a supported row")
+    for torch in matrix.torch_versions:
+        matrix.pins(torch)  # every supported torch has build pins
+    with open(features_file, "rb") as f:
+        features = tomllib.load(f).get("feature", {})
+    for name, spec in features.items():
+        try:
+            feature = Feature(name=name, **spec)
+        except TypeError as exc:
+            raise MatrixError(f"cann_features.toml [feature.{name}]: {exc}") from None
+        if not CannVersion.is_valid(feature.since):
+            raise MatrixError(f"[feature.{name}] since={feature.since!r} is not a CANN version")
+        matrix.features.append(feature)
+    matrix.features.sort(key=lambda f: (CannVersion(f.since), f.name))
+    if runs_file.exists():
+        matrix.runs = list(json.loads(runs_file.read_text()).get("runs", []))
+    return matrix
+
+
+def record_run(row: Row, command: str, summary: str, versions: Dict[str, str],
+               date: str, runs_file: Path = RUNS_FILE) -> None:
+    """Add a passing run of ``row`` to runs.json (replacing an older one)."""
+    data = json.loads(runs_file.read_text()) if runs_file.exists() else {"runs": []}
+    runs = [r for r in data.get("runs", []) if r.get("row") != row.key]
+    runs.append({"row": row.key, "date": date, "command": command,
+                 "summary": summary, "versions": dict(sorted(versions.items()))})
+    runs.sort(key=lambda r: r["row"])
+    runs_file.write_text(json.dumps({"runs": runs}, indent=2) + "\n")

@@ -1,0 +1,65 @@
+"""The compatibility matrix and CANN feature table. Generated from compat/ by `python -m compat render`; do not edit by hand."""
+
+# (torch, cann, python) -> (status, detail): status is 'tested' (detail:
+# date and command), 'untested' or 'unsupported' (detail: the reason).
+ROWS = {
+    ('2.13.0', '8.0.0', '3.10'): ('untested', ''),
+    ('2.13.0', '8.1.RC1', '3.10'): ('untested', ''),
+    ('2.13.0', '8.5.0', '3.10'): ('untested', ''),
+    ('2.13.0', '9.0.0', '3.10'): ('untested', ''),
+    ('2.13.0', '8.0.0', '3.11'): ('untested', ''),
+    ('2.13.0', '8.1.RC1', '3.11'): ('untested', ''),
+    ('2.13.0', '8.5.0', '3.11'): ('untested', ''),
+    ('2.13.0', '9.0.0', '3.11'): ('untested', ''),
+    ('2.13.0', '8.0.0', '3.12'): ('untested', ''),
+    ('2.13.0', '8.1.RC1', '3.12'): ('untested', ''),
+    ('2.13.0', '8.5.0', '3.12'): ('untested', ''),
+    ('2.13.0', '9.0.0', '3.12'): ('untested', ''),
+    ('2.13.0', '8.0.0', '3.13'): ('untested', ''),
+    ('2.13.0', '8.1.RC1', '3.13'): ('untested', ''),
+    ('2.13.0', '8.5.0', '3.13'): ('untested', ''),
+    ('2.13.0', '9.0.0', '3.13'): ('untested', ''),
+    ('2.14.1', '8.0.0', '3.10'): ('untested', ''),
+    ('2.14.1', '8.1.RC1', '3.10'): ('untested', ''),
+    ('2.14.1', '8.5.0', '3.10'): ('untested', ''),
+    ('2.14.1', '9.0.0', '3.10'): ('untested', ''),
+    ('2.14.1', '8.0.0', '3.11'): ('untested', ''),
+    ('2.14.1', '8.1.RC1', '3.11'): ('untested', ''),
+    ('2.14.1', '8.5.0', '3.11'): ('untested', ''),
+    ('2.14.1', '9.0.0', '3.11'): ('untested', ''),
+    ('2.14.1', '8.0.0', '3.12'): ('untested', ''),
+    ('2.14.1', '8.1.RC1', '3.12'): ('untested', ''),
+    ('2.14.1', '8.5.0', '3.12'): ('untested', ''),
+    ('2.14.1', '9.0.0', '3.12'): ('untested', ''),
+    ('2.14.1', '8.0.0', '3.13'): ('untested', ''),
+    ('2.14.1', '8.1.RC1', '3.13'): ('untested', ''),
+    ('2.14.1', '8.5.0', '3.13'): ('untested', ''),
+    ('2.14.1', '9.0.0', '3.13'): ('untested', ''),
+    ('2.13.0', '9.0.0', '3.9'): ('unsupported', 'every torch-npu package requires Python >= 3.10'),
+    ('2.13.0', '7.0.0', '3.11'): ('unsupported', 'older than the oldest CANN release torch-npu targets (8.0.0): neither emulated nor checked against its headers'),
+    ('2.14.1', '9.0.0', '3.9'): ('unsupported', 'every torch-npu package requires Python >= 3.10'),
+    ('2.14.1', '7.0.0', '3.11'): ('unsupported', 'older than the oldest CANN release torch-npu targets (8.0.0): neither emulated nor checked against its headers'),
+}
+
+DEFAULT_ROW = ('2.13.0', '9.0.0', '3.11')
+
+# distribution -> version specifier accepted by the rows
+PACKAGES = {
+    'torch-npu': '==0.1.*',
+    'torch-npu-core': '==0.1.*',
+    'torch-npu-distributed': '==0.1.*',
+    'torch-npu-graph': '==0.1.*',
+    'torch-npu-ops': '==0.1.*',
+    'torch-npu-profiler': '==0.1.*',
+}
+
+# The oldest CANN release of a supported row.
+OLDEST_SUPPORTED_CANN = '8.0.0'
+
+# feature -> (first CANN release with it, description, what uses it)
+CANN_FEATURES = {
+    'virtual_memory': ('8.0.0', 'virtual memory management (aclrtReserveMemAddress, aclrtMallocPhysical, aclrtMapMem and related functions)', 'expandable segments of the caching allocator'),
+    'cann_version_query': ('8.1.RC1', 'querying the installed CANN version (aclsysGetCANNVersion)', 'torch.npu version reporting and feature checks on real CANN'),
+    'model_capture': ('8.1.RC1', 'capturing stream work into a model and replaying it (aclmdlRICaptureBegin, aclmdlRICaptureEnd, aclmdlRIExecuteAsync)', 'torch.npu.NPUGraph (torch-npu-graph)'),
+    'pinned_memory_expandable_segments': ('8.5.0', 'expandable segments for pinned host memory (host physical memory mapped into a reserved range)', 'pin_memory_expandable_segments of the pinned-memory allocator'),
+}

@@ -1,0 +1,124 @@
+"""The compat tooling: reading the matrix, generating the docs and tables, the check."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from compat import local_wheels  # noqa: E402
+from compat.check import check_cann_axis, check_generated, check_runs, check_version_txt  # noqa: E402
+from compat.matrix import TESTED, UNSUPPORTED, UNTESTED, MatrixError, Row, load, record_run  # noqa: E402
+from compat.render import render_core_data, render_doc, render_simulator_table  # noqa: E402
+
+
+@pytest.fixture
+def matrix():
+    return load()
+
+
+def _write_matrix(tmp_path: Path, rows: str, default: str = 'torch = "2.13.0"\ncann = "9.0.0"\npython = "3.11"') -> Path:
+    path = tmp_path / "matrix.toml"
+    path.write_text(f'[packages]\n[torch."2.13.0"]\npybind11 = "3.0.4"\n[default]\n{default}\n{rows}')
+    return path
+
+
+def test_rows_expand_and_default_is_supported(matrix):
+    default = Row("2.13.0", "9.0.0", "3.11")
+    assert matrix.default == default
+    assert default in matrix.supported
+    assert matrix.torch_versions == ["2.13.0", "2.14.1"]
+    assert matrix.pins("2.13.0") == {"pybind11": "3.0.4"}
+    assert matrix.pins("2.14.1") == {"pybind11": "3.1.0"}
+    assert matrix.status(Row("2.13.0", "9.0.0", "3.9")).status == UNSUPPORTED
+    assert "Python >= 3.10" in matrix.status(Row("2.13.0", "9.0.0", "3.9")).reason
+    assert default.session == "tests(torch='2.13.0', cann='9.0.0', python='3.11')"
+
+
+def test_malformed_matrices_are_rejected(tmp_path):
+    features = ROOT / "compat/cann_features.toml"
+    bad_status = _write_matrix(tmp_path, '[[row]]\ntorch = "2.13.0"\ncann = "9.0.0"\npython = "3.11"\nstatus = "maybe"')
+    with pytest.raises(MatrixError, match="status must be 'supported' or 'unsupported'"):
+        load(bad_status, features, tmp_path / "none.json")
+    no_reason = _write_matrix(tmp_path, '[[row]]\ntorch = "2.13.0"\ncann = "9.0.0"\npython = "3.11"\nstatus = "supported"\n'
+                                        '[[row]]\ntorch = "2.13.0"\ncann = "9.0.0"\npython = "3.9"\nstatus = "unsupported"')
+    with pytest.raises(MatrixError, match="needs a 'reason'"):
+        load(no_reason, features, tmp_path / "none.json")
+    twice = _write_matrix(tmp_path, '[[row]]\ntorch = "2.13.0"\ncann = "9.0.0"\npython = "3.11"\nstatus = "supported"\n' * 2)
+    with pytest.raises(MatrixError, match="more than one"):
+        load(twice, features, tmp_path / "none.json")
+    bad_cann = _write_matrix(tmp_path, '[[row]]\ntorch = "2.13.0"\ncann = "9"\npython = "3.11"\nstatus = "supported"')
+    with pytest.raises(MatrixError, match="is not a CANN version"):
+        load(bad_cann, features, tmp_path / "none.json")
+    no_default_row = _write_matrix(tmp_path, '[[row]]\ntorch = "2.13.0"\ncann = "8.5.0"\npython = "3.11"\nstatus = "supported"')
+    with pytest.raises(MatrixError, match="default row .* is not a supported row"):
+        load(no_default_row, features, tmp_path / "none.json")
+
+
+def test_recorded_run_makes_a_row_tested_everywhere(matrix, tmp_path):
+    row = Row("2.13.0", "8.5.0", "3.11")
+    assert matrix.status(row).status in (UNTESTED, TESTED)
+    runs = tmp_path / "runs.json"
+    record_run(row, 'nox -s "tests(...)"', "12 passed", {"torch": "2.13.0+cpu"}, "2031-01-02", runs)
+    matrix.runs = json.loads(runs.read_text())["runs"]
+    status = matrix.status(row)
+    assert status.status == TESTED and status.run["date"] == "2031-01-02"
+    doc = render_doc(matrix)
+    assert "tested 2031-01-02" in doc
+    assert "CANN 8.5.0, Python 3.11: 2031-01-02, `nox -s \"tests(...)\"`: 12 passed (torch 2.13.0+cpu)" in doc
+    assert "('2.13.0', '8.5.0', '3.11'): ('tested', '2031-01-02: nox -s \"tests(...)\"')" in render_core_data(matrix)
+    # the committed files no longer match: the check says to render
+    problems = check_generated(matrix)
+    assert any("COMPATIBILITY.en.md differs" in p and "python -m compat render" in p for p in problems)
+    assert check_runs(matrix) == []
+
+
+def test_check_catches_disagreements(matrix):
+    assert check_version_txt(matrix) == [] and check_cann_axis(matrix) == []
+    matrix.supported[Row("2.15.0", "9.0.0", "3.11")] = ""
+    assert "version.txt lists ['2.13.0', '2.14.1']" in check_version_txt(matrix)[0]
+    matrix.supported[Row("2.13.0", "8.3.RC1", "3.11")] = ""
+    assert "8.3.RC1" in check_cann_axis(matrix)[0]
+    matrix.runs.append({"row": "torch=1.0,cann=9.0.0,python=3.11", "date": "d", "command": "c", "summary": "s"})
+    assert "which is no supported row" in check_runs(matrix)[0]
+
+
+def test_simulator_table_is_one_x_macro_line_per_feature(matrix):
+    table = render_simulator_table(matrix)
+    lines = [line for line in table.splitlines() if line.startswith("NPU_SIM_CANN_FEATURE(")]
+    assert len(lines) == len(matrix.features)
+    assert 'NPU_SIM_CANN_FEATURE(kVirtualMemory, "virtual_memory", ' in table
+    assert all(f.source and f.checked for f in matrix.features)  # every fact says where it is from
+
+
+def test_local_torch_wheels(monkeypatch, tmp_path):
+    names = ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+             "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    monkeypatch.setattr(local_wheels, "local_wheel_names", lambda project="torch": names)
+    monkeypatch.delenv(local_wheels.ALLOW_DOWNLOAD_ENV, raising=False)
+    assert local_wheels.torch_obtainable("2.13.0", "3.11")
+    assert local_wheels.torch_obtainable("2.14.1", "3.11")
+    assert not local_wheels.torch_obtainable("2.13.0", "3.12")
+    assert not local_wheels.torch_obtainable("2.13", "3.11")
+    monkeypatch.setenv(local_wheels.ALLOW_DOWNLOAD_ENV, "1")
+    assert local_wheels.torch_obtainable("2.13.0", "3.12")
+
+
+def test_local_wheel_names_reads_find_links_and_file_indexes(monkeypatch, tmp_path):
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "torch-9.9.9-cp311-cp311-linux_x86_64.whl").write_bytes(b"")
+    index = tmp_path / "simple" / "torch"
+    index.mkdir(parents=True)
+    (index / "index.html").write_text('<a href="../../files/torch-8.8.8-cp312-cp312-x.whl#sha256=00">t</a>')
+    monkeypatch.setattr(local_wheels, "_pip_config", lambda: {
+        "find-links": str(links), "extra-index-url": f"https://remote.invalid/simple file://{tmp_path}/simple"})
+    names = local_wheels.local_wheel_names()
+    assert "torch-9.9.9-cp311-cp311-linux_x86_64.whl" in names
+    assert "torch-8.8.8-cp312-cp312-x.whl" in names
+    assert local_wheels.torch_wheel_is_local("8.8.8", "3.12")
