@@ -46,6 +46,24 @@ def _rows(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ci_rows(args: argparse.Namespace) -> int:
+    """The rows CI runs besides the default one: the default torch and Python
+    with every other emulated CANN release, and every other torch of the
+    matrix with the default CANN and Python when its wheel is on this machine."""
+    from .local_wheels import torch_wheel_is_local
+
+    matrix = load()
+    d = matrix.default
+    for row in matrix.rows:
+        if row not in matrix.supported or row == d:
+            continue
+        other_cann = (row.torch, row.python) == (d.torch, d.python)
+        other_torch = (row.cann, row.python) == (d.cann, d.python) and torch_wheel_is_local(row.torch, row.python)
+        if other_cann or other_torch:
+            print(row.session)
+    return 0
+
+
 def _record(args: argparse.Namespace) -> int:
     matrix = load()
     torch, cann, python = args.torch, args.cann, args.python
@@ -65,6 +83,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub.add_parser("render", help="regenerate the files made from compat/").set_defaults(fn=_render)
     sub.add_parser("check", help="fail when the tree disagrees with compat/").set_defaults(fn=_check)
     sub.add_parser("rows", help="print the rows as JSON").set_defaults(fn=_rows)
+    sub.add_parser("ci-rows", help="print the nox sessions of the extra rows CI runs").set_defaults(fn=_ci_rows)
     rec = sub.add_parser("record", help="record a passing run of a row, then render")
     rec.add_argument("--torch", required=True)
     rec.add_argument("--cann", required=True)

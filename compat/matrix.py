@@ -85,6 +85,7 @@ class Feature:
     used_by: str
     source: str
     checked: str
+    simulator: str  # what the simulator does about it
 
 
 @dataclass

@@ -123,15 +123,17 @@ def render_doc(matrix: Matrix) -> str:
         "",
         "## CANN features",
         "",
-        "Features that depend on the CANN release. The simulator offers each only",
-        "when the release it emulates is at least the one listed, and torch_npu",
-        "says which CANN a feature needs when the one in use is older.",
+        "Features that depend on the CANN release. torch_npu says which CANN a",
+        "feature needs when the one in use is older",
+        "(`torch.npu.require_cann_feature`, `torch.npu.is_cann_feature_available`),",
+        "and the simulator gates the features it implements by the release it",
+        "emulates.",
         "",
-        "| feature | since | used by | source |",
-        "|---|---|---|---|",
+        "| feature | since | used by | simulator | source |",
+        "|---|---|---|---|---|",
     ]
     for f in matrix.features:
-        out.append(f"| {f.name}: {f.description} | {f.since} | {f.used_by} | {f.source}; {f.checked} |")
+        out.append(f"| {f.name}: {f.description} | {f.since} | {f.used_by} | {f.simulator} | {f.source}; {f.checked} |")
     out += [
         "",
         "## Running a row",

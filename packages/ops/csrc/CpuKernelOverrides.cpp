@@ -9,7 +9,8 @@
 // layer_norm went through batch_norm. silu_backward is the same one level up:
 // its CompositeImplicitAutograd kernel served AutogradPrivateUse1 because npu
 // had no kernel of its own. Registering the executor for them runs their CPU
-// kernel, as for every other op. (The list is every aten op with a CPU
+// kernel, as for every other op (on x86-64, native_layer_norm has a
+// dedicated kernel in NormKernels.cpp). (The list is every aten op with a CPU
 // kernel whose PrivateUse1 or AutogradPrivateUse1 entry was a composite one
 // where the CPU's is not, torch 2.13.)
 #include <torch/library.h>
@@ -20,7 +21,10 @@ namespace torch_npu_ops {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name : {
-           "addr", "addr.out", "native_group_norm", "native_layer_norm", "mish_backward",
+           "addr", "addr.out", "native_group_norm", "mish_backward",
+#ifndef __x86_64__
+           "native_layer_norm", // on x86-64, NormKernels.cpp registers it
+#endif
            "native_channel_shuffle", "_stack", "_stack.out", "all.dims_out", "any.dims_out",
            "linalg__powsum", "silu_backward",
        }) {

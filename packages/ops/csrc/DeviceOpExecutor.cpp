@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ExecutionCounters.h"
+#include "LaunchSite.h"
 #include "OpTranslation.h"
 #include "OutputShapes.h"
 #include "OutVariants.h"
@@ -393,9 +394,18 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
           state->error = std::current_exception();
         }
       });
-  stream.synchronize();
-  if (state->error) {
-    std::rethrow_exception(state->error);
+  try {
+    stream.synchronize();
+    if (state->error) {
+      std::rethrow_exception(state->error);
+    }
+  } catch (c10::Error& e) {
+    // The host waited: the error is raised at the call (run_on_npu adds the
+    // line itself under ASCEND_LAUNCH_BLOCKING=1).
+    if (!c10_npu::launch_blocking()) {
+      add_launch_site(e);
+    }
+    throw;
   }
   const auto& returns = target.caller_schema.returns();
   for (size_t i = 0; i < state->results.size(); ++i) {
@@ -433,9 +443,7 @@ bool strict_mode() {
   return strict;
 }
 
-} // namespace
-
-void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
+void execute_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   std::vector<IValue> args(
@@ -622,6 +630,21 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     stack->push_back(std::move(r));
   }
   count(ExecutionPath::DeviceAsync, schema.name());
+}
+
+} // namespace
+
+void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
+  try {
+    execute_on_npu(op, stack);
+  } catch (c10::Error& e) {
+    // Under ASCEND_LAUNCH_BLOCKING=1 a failing work item raises here: name
+    // the Python line (run_sync does for the ops the host waits for).
+    if (c10_npu::launch_blocking()) {
+      add_launch_site(e);
+    }
+    throw;
+  }
 }
 
 } // namespace torch_npu_ops

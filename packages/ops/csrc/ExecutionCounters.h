@@ -21,7 +21,12 @@ enum class ExecutionPath {
 
 void count(ExecutionPath path, const std::string& op_name);
 
-// {"device_async": n, "device_sync": n}
+// An op queued by a dedicated kernel (FastPath.h) rather than the generic
+// executor: DeviceAsync too, reported both in "device_async" and, on its
+// own, in "fast_path".
+void count_fast_path() noexcept;
+
+// {"device_async": n, "device_sync": n, "fast_path": n (part of device_async)}
 std::map<std::string, int64_t> counters();
 // Op name -> how often it took the synchronous path.
 std::map<std::string, int64_t> sync_ops();

@@ -185,3 +185,10 @@ def test_queued_work_does_not_hold_memory():
     assert not torch.npu.current_stream().query()  # all 50 still queued
     assert torch.npu.max_memory_allocated() - base <= 2 * (1 << 20)
     torch.testing.assert_close(y.cpu(), x.cpu() * 2)
+
+
+def test_errors_raised_at_the_call_name_the_python_line():
+    # The host waits for data-dependent ops, so their errors raise at the
+    # call; the message names the Python line that launched the op.
+    with pytest.raises(RuntimeError, match=r"launched from .*test_ops_execution\.py:\d+"):
+        torch.repeat_interleave(torch.tensor([1, 2]).npu(), torch.tensor([-1, 1]).npu())

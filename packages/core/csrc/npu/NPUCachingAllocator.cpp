@@ -60,6 +60,9 @@ struct Block {
   BlockPool* pool = nullptr;
   void* ptr = nullptr;
   bool allocated = false;
+  // Free, but parked unmerged in a FreeList instead of the pool: neither
+  // the best-fit search nor a neighbour's merge may take it.
+  bool in_free_list = false;
   Block* prev = nullptr; // neighbours inside the same segment
   Block* next = nullptr;
   int event_count = 0; // outstanding events of other streams' uses
@@ -105,79 +108,96 @@ void update(StatArray& stats, const BlockPool& pool, int64_t amount) {
   }
 }
 
+// Recently freed blocks of one (stream, block size), kept out of the pool and
+// unmerged. A training step frees and allocates the same sizes over and
+// over; serving those from here skips the best-fit search, the split on
+// allocation and the merge on free (each a set update plus a Block new or
+// delete), which make up most of a cached malloc+free pair.
+//
+// Parked blocks are free memory in every other respect (stats count them as
+// inactive, splits as inactive splits). They go back to the pool, merging
+// with their neighbours, whenever the pool alone cannot serve a request,
+// before any segment is released (empty_cache, OOM retry) and when their
+// slot is reused for another size, so the pool is then exactly what eager
+// merging would have left: no request fails or grows the reserved memory
+// because of parked blocks. Code that walks segments (memory snapshots) or
+// unmaps their ends (expandable segments) flushes the lists first.
+struct FreeList {
+  static constexpr int kCapacity = 8;
+
+  aclrtStream stream = nullptr;
+  size_t size = 0; // 0: slot unused
+  uint64_t last_use = 0;
+  int count = 0;
+  // LIFO: the block freed last is reused first (its lines may be in cache).
+  std::array<Block*, kCapacity> blocks{};
+};
+
+// Slots are searched linearly: a handful of sizes are hot at any time, and
+// comparing a few pairs of words is cheaper than any map.
+constexpr size_t kFreeListSlots = 8;
+
 // The caching allocator of one device. Thread-safe.
 class DeviceCachingAllocator {
  public:
   explicit DeviceCachingAllocator(c10::DeviceIndex device)
       : device_(device), large_blocks_(false), small_blocks_(true) {}
 
-  Block* malloc(size_t requested, aclrtStream stream) {
+  // Returns the address of a block of at least `requested` bytes usable on
+  // `stream`.
+  void* malloc(size_t requested, aclrtStream stream) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (C10_UNLIKELY(!outstanding_events_.empty())) {
       process_events(/*wait=*/false);
     }
     const size_t size = round_size(requested);
-    BlockPool& pool = size <= kSmallSize ? small_blocks_ : large_blocks_;
-
-    Block* block = take_cached_block(pool, stream, size);
-    if (block == nullptr) {
-      block = new_segment(pool, stream, size, requested, lock);
-    }
-    if (should_split(*block, size)) {
-      // Carve the front of the block; the rest stays cached in the pool.
-      Block* remaining = block;
-      block = new Block(device_, stream, size, &pool, remaining->ptr);
-      block->prev = remaining->prev;
-      if (block->prev != nullptr) {
-        block->prev->next = block;
-      }
-      block->next = remaining;
-      remaining->prev = block;
-      remaining->ptr = static_cast<char*>(remaining->ptr) + size;
-      remaining->size -= size;
-      pool_insert(remaining);
+    Block* block = take_from_free_list(stream, size);
+    if (C10_UNLIKELY(block == nullptr)) {
+      block = take_from_pool(stream, size, requested, lock);
     }
     block->allocated = true;
     block->requested_size = requested;
+    BlockPool& pool = *block->pool;
     update(stats_.allocation, pool, 1);
     update(stats_.allocated_bytes, pool, static_cast<int64_t>(block->size));
     update(stats_.active, pool, 1);
     update(stats_.active_bytes, pool, static_cast<int64_t>(block->size));
     update(stats_.requested_bytes, pool, static_cast<int64_t>(requested));
-    return block;
+    // Inserted under the same lock: no second lock per allocation.
+    allocated_blocks_.emplace(block->ptr, block);
+    return block->ptr;
   }
 
-  void free(Block* block) {
+  // Frees `ptr` if this device allocated it; false otherwise.
+  bool free(void* ptr) {
     std::lock_guard<std::mutex> lock(mutex_);
-    block->allocated = false;
-    BlockPool& pool = *block->pool;
-    update(stats_.allocation, pool, -1);
-    update(stats_.allocated_bytes, pool, -static_cast<int64_t>(block->size));
-    update(stats_.requested_bytes, pool, -static_cast<int64_t>(block->requested_size));
-    if (!block->stream_uses.empty()) {
-      // Other streams may still use the memory: cache it only once events
-      // recorded on them now have completed.
-      for (const auto& stream : block->stream_uses) {
-        NPUEvent event;
-        event.record(NPUStream(stream));
-        ++block->event_count;
-        outstanding_events_.emplace_back(std::move(event), block);
-      }
-      block->stream_uses.clear();
-      return;
+    auto it = allocated_blocks_.find(ptr);
+    if (it == allocated_blocks_.end()) {
+      return false;
     }
-    free_block(block);
+    Block* block = it->second;
+    allocated_blocks_.erase(it);
+    free_block_locked(block);
+    return true;
   }
 
-  void record_stream(Block* block, c10::Stream stream) {
+  // Adds a use of `ptr`'s block on `stream`; false if this device did not
+  // allocate `ptr`.
+  bool record_stream(void* ptr, c10::Stream stream) {
     std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocated_blocks_.find(ptr);
+    if (it == allocated_blocks_.end()) {
+      return false;
+    }
+    Block* block = it->second;
     if (NPUStream(stream).stream() == block->stream) {
-      return;
+      return true;
     }
     if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
         block->stream_uses.end()) {
       block->stream_uses.push_back(stream);
     }
+    return true;
   }
 
   void empty_cache() {
@@ -259,6 +279,153 @@ class DeviceCachingAllocator {
     if (block->is_split()) {
       update(stats_.inactive_split, *block->pool, -1);
       update(stats_.inactive_split_bytes, *block->pool, -static_cast<int64_t>(block->size));
+    }
+  }
+
+  // Called with mutex_ held for a block whose allocation ended.
+  void free_block_locked(Block* block) {
+    block->allocated = false;
+    BlockPool& pool = *block->pool;
+    update(stats_.allocation, pool, -1);
+    update(stats_.allocated_bytes, pool, -static_cast<int64_t>(block->size));
+    update(stats_.requested_bytes, pool, -static_cast<int64_t>(block->requested_size));
+    if (C10_UNLIKELY(!block->stream_uses.empty())) {
+      // Other streams may still use the memory: cache it only once events
+      // recorded on them now have completed.
+      for (const auto& stream : block->stream_uses) {
+        NPUEvent event;
+        event.record(NPUStream(stream));
+        ++block->event_count;
+        outstanding_events_.emplace_back(std::move(event), block);
+      }
+      block->stream_uses.clear();
+      return;
+    }
+    if (C10_LIKELY(park_in_free_list(block))) {
+      update(stats_.active, pool, -1);
+      update(stats_.active_bytes, pool, -static_cast<int64_t>(block->size));
+      return;
+    }
+    free_block(block);
+  }
+
+  // The fast path: a parked block of exactly `size` freed on `stream`.
+  Block* take_from_free_list(aclrtStream stream, size_t size) {
+    FreeList* list = find_free_list(stream, size);
+    if (list == nullptr || list->count == 0) {
+      return nullptr;
+    }
+    Block* block = list->blocks[--list->count];
+    list->last_use = ++free_list_clock_;
+    block->in_free_list = false;
+    count_inactive_split(block, -1);
+    return block;
+  }
+
+  // The general path: best fit from the pool, else a new segment; splits
+  // what the request does not need.
+  Block* take_from_pool(aclrtStream stream, size_t size, size_t requested,
+                        std::unique_lock<std::mutex>& lock) {
+    BlockPool& pool = size <= kSmallSize ? small_blocks_ : large_blocks_;
+    Block* block = take_cached_block(pool, stream, size);
+    if (block == nullptr && flush_free_lists()) {
+      // Parked blocks merged back may now form a fitting block.
+      block = take_cached_block(pool, stream, size);
+    }
+    if (block == nullptr) {
+      block = new_segment(pool, stream, size, requested, lock);
+    }
+    if (should_split(*block, size)) {
+      // Carve the front of the block; the rest stays cached in the pool.
+      Block* remaining = block;
+      block = new Block(device_, stream, size, &pool, remaining->ptr);
+      block->prev = remaining->prev;
+      if (block->prev != nullptr) {
+        block->prev->next = block;
+      }
+      block->next = remaining;
+      remaining->prev = block;
+      remaining->ptr = static_cast<char*>(remaining->ptr) + size;
+      remaining->size -= size;
+      pool_insert(remaining);
+    }
+    return block;
+  }
+
+  FreeList* find_free_list(aclrtStream stream, size_t size) {
+    for (FreeList& list : free_lists_) {
+      if (list.size == size && list.stream == stream) {
+        return &list;
+      }
+    }
+    return nullptr;
+  }
+
+  // Parks a free block (no pending stream uses) in its free list, taking an
+  // unused or the least recently used slot; false when that list is full or
+  // the block is larger than its request rounds to (an unsplit large block:
+  // no request looks for its size, so parking it would only force flushes).
+  bool park_in_free_list(Block* block) {
+    if (block->size != round_size(block->requested_size)) {
+      return false;
+    }
+    FreeList* list = find_free_list(block->stream, block->size);
+    if (C10_UNLIKELY(list == nullptr)) {
+      list = &free_lists_[0];
+      for (FreeList& candidate : free_lists_) {
+        if (candidate.count == 0) {
+          list = &candidate;
+          break;
+        }
+        if (candidate.last_use < list->last_use) {
+          list = &candidate;
+        }
+      }
+      // `block` is in neither the pool nor a list yet: flagged, the
+      // evicted blocks' merges leave it alone.
+      block->in_free_list = true;
+      flush_free_list(*list);
+      block->in_free_list = false;
+      list->stream = block->stream;
+      list->size = block->size;
+    }
+    if (list->count == FreeList::kCapacity) {
+      return false;
+    }
+    list->blocks[list->count++] = block;
+    list->last_use = ++free_list_clock_;
+    block->in_free_list = true;
+    count_inactive_split(block, 1);
+    return true;
+  }
+
+  // Returns the list's blocks to the pool, merging them with free
+  // neighbours. The active stats were settled when the blocks were parked.
+  void flush_free_list(FreeList& list) {
+    while (list.count > 0) {
+      Block* block = list.blocks[--list.count];
+      block->in_free_list = false;
+      count_inactive_split(block, -1);
+      merge_into_pool(block);
+    }
+  }
+
+  // Flushes every free list; true if any block went back to the pool.
+  bool flush_free_lists() {
+    bool flushed = false;
+    for (FreeList& list : free_lists_) {
+      flushed = flushed || list.count > 0;
+      flush_free_list(list);
+    }
+    return flushed;
+  }
+
+  // A free split block counts as an inactive split wherever it is cached.
+  void count_inactive_split(Block* block, int sign) {
+    if (block->is_split()) {
+      update(stats_.inactive_split, *block->pool, sign);
+      update(stats_.inactive_split_bytes, *block->pool,
+             sign * static_cast<int64_t>(block->size));
     }
   }
 
@@ -346,20 +513,25 @@ class DeviceCachingAllocator {
         "torch.npu.empty_cache(), or reduce the batch size.");
   }
 
+  // Ends the activity of a block that is not parked: merges it with its
+  // free neighbours and caches the result in the pool.
   void free_block(Block* block) {
     BlockPool& pool = *block->pool;
-    const size_t original_size = block->size;
+    update(stats_.active, pool, -1);
+    update(stats_.active_bytes, pool, -static_cast<int64_t>(block->size));
+    merge_into_pool(block);
+  }
+
+  void merge_into_pool(Block* block) {
     for (Block* neighbour : {block->prev, block->next}) {
       try_merge(block, neighbour);
     }
-    update(stats_.active, pool, -1);
-    update(stats_.active_bytes, pool, -static_cast<int64_t>(original_size));
     pool_insert(block);
   }
 
   // Merges the free neighbour `src` into `dst` (not in the pool).
   void try_merge(Block* dst, Block* src) {
-    if (src == nullptr || src->allocated || src->event_count > 0 ||
+    if (src == nullptr || src->allocated || src->in_free_list || src->event_count > 0 ||
         !src->stream_uses.empty()) {
       return;
     }
@@ -404,6 +576,7 @@ class DeviceCachingAllocator {
     NPU_CHECK(acl::api().aclrtSynchronizeDevice());
     ++stats_.num_sync_all_streams;
     process_events(/*wait=*/true);
+    flush_free_lists();
     for (BlockPool* pool : {&large_blocks_, &small_blocks_}) {
       for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
         Block* block = *it;
@@ -427,6 +600,10 @@ class DeviceCachingAllocator {
   BlockPool large_blocks_;
   BlockPool small_blocks_;
   std::deque<std::pair<NPUEvent, Block*>> outstanding_events_;
+  std::array<FreeList, kFreeListSlots> free_lists_{};
+  uint64_t free_list_clock_ = 0; // orders the lists' last uses
+  // Live allocations by address, for raw_delete and record_stream.
+  ska::flat_hash_map<void*, Block*> allocated_blocks_;
   double fraction_ = 1.0;
   size_t allowed_maximum_ = std::numeric_limits<size_t>::max();
 };
@@ -480,10 +657,11 @@ class NPUAllocatorImpl final : public NPUAllocator {
     if (data_ptr.get() == nullptr) {
       return;
     }
-    Block* block = find_block(data_ptr.get());
-    TORCH_CHECK(block != nullptr,
+    auto* allocator = data_ptr.device().type() == c10::DeviceType::PrivateUse1
+        ? existing(data_ptr.device().index())
+        : nullptr;
+    TORCH_CHECK(allocator != nullptr && allocator->record_stream(data_ptr.get(), stream),
                 "record_stream: the tensor's memory was not allocated by the NPU caching allocator");
-    device_allocator(block->device).record_stream(block, stream);
   }
 
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
@@ -512,8 +690,11 @@ class NPUAllocatorImpl final : public NPUAllocator {
   }
 
   void* raw_alloc(size_t nbytes) override {
+    if (nbytes == 0) {
+      return nullptr;
+    }
     const auto device = current_device();
-    return raw_alloc_with_stream(nbytes, getCurrentNPUStream(device).stream());
+    return malloc(device, nbytes, getCurrentNPUStream(device).stream());
   }
 
   void* raw_alloc_with_stream(size_t nbytes, aclrtStream stream) override {
@@ -545,31 +726,26 @@ class NPUAllocatorImpl final : public NPUAllocator {
     if (ptr == nullptr) {
       return;
     }
-    Block* block = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(blocks_mutex_);
-      auto it = allocated_blocks_.find(ptr);
-      TORCH_CHECK(it != allocated_blocks_.end(), "NPU caching allocator: invalid device pointer ", ptr);
-      block = it->second;
-      allocated_blocks_.erase(it);
+    // Each device's allocator keeps its own address map under the lock it
+    // takes anyway, so a pair costs one lock each way. Memory is nearly
+    // always freed with its device current: ask that one first.
+    const c10::DeviceIndex current = current_device();
+    auto* allocator = existing(current);
+    if (C10_LIKELY(allocator != nullptr && allocator->free(ptr))) {
+      return;
     }
-    device_allocator(block->device).free(block);
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      allocator = d == current ? nullptr : existing(d);
+      if (allocator != nullptr && allocator->free(ptr)) {
+        return;
+      }
+    }
+    TORCH_CHECK(false, "NPU caching allocator: invalid device pointer ", ptr);
   }
 
  private:
   void* malloc(c10::DeviceIndex device, size_t nbytes, aclrtStream stream) {
-    Block* block = device_allocator(device).malloc(nbytes, stream);
-    {
-      std::lock_guard<std::mutex> lock(blocks_mutex_);
-      allocated_blocks_[block->ptr] = block;
-    }
-    return block->ptr;
-  }
-
-  Block* find_block(void* ptr) {
-    std::lock_guard<std::mutex> lock(blocks_mutex_);
-    auto it = allocated_blocks_.find(ptr);
-    return it == allocated_blocks_.end() ? nullptr : it->second;
+    return device_allocator(device).malloc(nbytes, stream);
   }
 
   DeviceCachingAllocator* existing(c10::DeviceIndex device) {
@@ -593,8 +769,6 @@ class NPUAllocatorImpl final : public NPUAllocator {
 
   std::mutex create_mutex_;
   std::array<std::atomic<DeviceCachingAllocator*>, kMaxDevices> device_allocators_{};
-  std::mutex blocks_mutex_;
-  ska::flat_hash_map<void*, Block*> allocated_blocks_;
 };
 
 // Leaked on purpose: tensors may be freed by other static destructors.

@@ -21,6 +21,11 @@ struct DeviceStreams {
   std::array<std::once_flag, kPriorityLevels> pool_once;
   std::array<std::array<aclrtStream, kStreamsPerPool>, kPriorityLevels> pool{};
   std::array<std::atomic<uint32_t>, kPriorityLevels> next{};
+  // Set once the streams above exist. stream() runs on every allocation and
+  // launch; libstdc++'s call_once writes thread-locals and calls
+  // pthread_once even when done, so these flags keep it off the hot path.
+  std::atomic<bool> default_ready{false};
+  std::array<std::atomic<bool>, kPriorityLevels> pool_ready{};
 };
 
 std::array<DeviceStreams, kMaxDevices>& all_streams() {
@@ -54,22 +59,30 @@ c10::DeviceIndex resolve_device(c10::DeviceIndex device) {
 
 aclrtStream default_stream_handle(c10::DeviceIndex device) {
   auto& streams = all_streams()[device];
+  if (C10_LIKELY(streams.default_ready.load(std::memory_order_acquire))) {
+    return streams.default_stream;
+  }
   std::call_once(streams.default_once, [&] {
     ensure_device_context(device);
     NPU_CHECK(acl::api().aclrtCreateStreamWithConfig(
         &streams.default_stream, kAclPriorityForLevel[0], 0));
+    streams.default_ready.store(true, std::memory_order_release);
   });
   return streams.default_stream;
 }
 
 void ensure_pool(c10::DeviceIndex device, int level) {
   auto& streams = all_streams()[device];
+  if (C10_LIKELY(streams.pool_ready[level].load(std::memory_order_acquire))) {
+    return;
+  }
   std::call_once(streams.pool_once[level], [&] {
     ensure_device_context(device);
     for (int i = 0; i < kStreamsPerPool; ++i) {
       NPU_CHECK(acl::api().aclrtCreateStreamWithConfig(
           &streams.pool[level][i], kAclPriorityForLevel[level], 0));
     }
+    streams.pool_ready[level].store(true, std::memory_order_release);
   });
 }
 

@@ -206,6 +206,10 @@ PYBIND11_MODULE(_C, m) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
     });
   });
+  // Where the host reaches device memory on the simulator (device address +
+  // offset; 0 without the checker). Benchmarks use it to time a host memcpy
+  // between the very pages an npu copy uses.
+  m.def("_host_access_offset", [] { return static_cast<int64_t>(host_access_offset()); });
   m.def(
       "_bench_allocator_pair_ns",
       [](int64_t iterations, int64_t nbytes) {

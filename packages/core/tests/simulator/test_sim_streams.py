@@ -307,3 +307,63 @@ def test_work_errors_via_device_and_event_sync(dev0):
     assert sim.lib.aclrtSynchronizeStream(s) == 0
     sim.lib.aclrtDestroyEvent(ev)
     sim.destroy_stream(s)
+
+
+def test_synchronize_keeps_copies_behind_earlier_work(dev0):
+    # A synchronizer may run queued copies itself while the worker is idle,
+    # but never ahead of work queued before them, nor user work itself.
+    sim = dev0
+    n = 2 * MiB  # large enough to count as a bulk copy
+    p = sim.malloc(n)
+    delta = sim.delta()
+    s = sim.create_stream()
+    main = threading.get_native_id()
+    ran_on = []
+
+    def fill_a():
+        time.sleep(0.05)
+        ctypes.memset(p + delta, ord("A"), n)
+        ran_on.append(threading.get_native_id())
+        return 0
+
+    for _ in range(3):
+        sim.launch(fill_a, s)
+        assert sim.lib.aclrtMemsetAsync(p + n // 2, n // 2, ord("B"), n // 2, s) == 0
+        out = sim.d2h(p, n, stream=s)
+        sim.sync(s)
+        assert out.raw == b"A" * (n // 2) + b"B" * (n // 2)
+    assert ran_on and main not in ran_on
+    sim.destroy_stream(s)
+    sim.free(p)
+
+
+def test_copies_stay_ordered_while_threads_synchronize(dev0):
+    sim = dev0
+    n = 1 * MiB
+    s = sim.create_stream()
+    p = sim.malloc(n)
+    outs = []
+    stop = threading.Event()
+
+    def synchronizer():
+        while not stop.is_set():
+            sim.sync(s)
+
+    threads = [threading.Thread(target=synchronizer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(60):
+            assert sim.lib.aclrtMemsetAsync(p, n, i, n, s) == 0
+            outs.append(sim.d2h(p, n, stream=s))
+            if i % 7 == 0:
+                time.sleep(0.001)  # let the worker fall asleep now and then
+        sim.sync(s)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    for i, out in enumerate(outs):
+        assert out.raw == bytes([i]) * n, i
+    sim.destroy_stream(s)
+    sim.free(p)

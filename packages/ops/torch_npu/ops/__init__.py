@@ -33,7 +33,10 @@ _C._install()
 
 def execution_counters() -> dict[str, int]:
     """How many ops ran on each path: ``device_async`` (queued, the host did
-    not wait) and ``device_sync`` (data-dependent results: the host waited)."""
+    not wait) and ``device_sync`` (data-dependent results: the host waited).
+    ``fast_path`` counts the part of ``device_async`` that dedicated kernels
+    queued (pointwise ops, reductions, matrix products, softmax, layer and
+    batch norm) without the generic executor's per-op overhead."""
     return dict(_C._execution_counters())
 
 

@@ -1,0 +1,405 @@
+// Dedicated (unboxed) npu kernels for structured ATen ops: the fast path.
+//
+// The generic executor (DeviceOpExecutor) handles every op, but boxing the
+// arguments, looking up cached meta results and building the work item cost
+// several microseconds per call, more than a small op costs on the CPU.
+// Structured ops (the TensorIterator pointwise family, comparisons, sum,
+// mean, ...) describe their outputs with a C++ meta function, so a kernel for
+// them can do what PyTorch's own CPU kernel does on the host:
+//
+// 1. run the op's meta function (at::meta::structured_*) on the npu tensors:
+//    broadcasting, type promotion, argument checks (raised at the call, as on
+//    the CPU) and the output's sizes and strides, exactly as the CPU computes
+//    them;
+// 2. allocate fresh outputs from the npu caching allocator (in-place and out=
+//    forms check or resize their argument instead, as the CPU does);
+// 3. queue one work item on the current stream that calls the CPU kernel
+//    (at::cpu::*_outf / at::cpu::*_) on CPU aliases of the device memory.
+//
+// Arguments the fast path does not handle (host tensors other than 0-dim
+// scalars, tensors on different devices, tensors with the conjugate or
+// negative bit) go to the generic executor unchanged.
+#pragma once
+
+#include <array>
+#include <new>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <ATen/TensorIterator.h>
+#include <ATen/TensorMeta.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include "DeviceArgument.h"
+#include "DeviceOpExecutor.h"
+#include "ExecutionCounters.h"
+#include "LaunchSite.h"
+#include "WorkStorage.h"
+#include "npu/NPUFunctions.h"
+#include "npu/NPUGuardImpl.h"
+#include "npu/NPUStream.h"
+#include "npu/NPUWork.h"
+
+namespace torch_npu_ops::fast {
+
+// --- Which calls take the fast path -----------------------------------------
+
+// Walks a kernel's arguments: finds the npu device and rejects what only the
+// generic executor handles.
+class ArgumentCheck {
+ public:
+  void operator()(const at::Tensor& t) {
+    if (!t.defined()) {
+      return;
+    }
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (impl->is_conj() || impl->is_neg()) {
+      ok_ = false;
+      return;
+    }
+    if (impl->device_type() == c10::DeviceType::PrivateUse1) {
+      const c10::Device device = impl->device();
+      if (!device_.has_value()) {
+        device_ = device;
+      } else if (*device_ != device) {
+        ok_ = false; // the generic executor raises the device-mismatch error
+      }
+      return;
+    }
+    // 0-dim host tensors are scalars (Python numbers wrapped by the argument
+    // parser, or tensors like CUDA allows): their value is captured.
+    ok_ &= impl->device_type() == c10::DeviceType::CPU && impl->dim() == 0;
+  }
+  void operator()(const std::optional<at::Tensor>& t) {
+    if (t.has_value()) {
+      (*this)(*t);
+    }
+  }
+  template <typename T>
+  void operator()(const T&) {}
+
+  std::optional<c10::Device> device() const {
+    return ok_ ? device_ : std::nullopt;
+  }
+
+ private:
+  std::optional<c10::Device> device_;
+  bool ok_ = true;
+};
+
+template <typename... Args>
+std::optional<c10::Device> fast_path_device(const Args&... args) {
+  ArgumentCheck check;
+  (check(args), ...);
+  return check.device();
+}
+
+// The op's device made current (only if it is not: switching costs), and the
+// stream the work goes to.
+class DeviceScope {
+ public:
+  explicit DeviceScope(c10::Device device)
+      : guard_(device.index() == c10_npu::current_device() ? std::nullopt : std::optional<c10::Device>(device)),
+        stream_(c10_npu::getCurrentNPUStream(device.index())) {}
+
+  const c10_npu::NPUStream& stream() const {
+    return stream_;
+  }
+
+ private:
+  c10_npu::OptionalNPUGuard guard_;
+  c10_npu::NPUStream stream_;
+};
+
+// Meta functions take optional Scalars by reference (OptionalScalarRef), as
+// the generated CPU kernels pass them.
+template <typename T>
+const T& meta_arg(const T& v) {
+  return v;
+}
+inline at::OptionalScalarRef meta_arg(const std::optional<c10::Scalar>& v) {
+  return v.has_value() ? at::OptionalScalarRef(&*v) : at::OptionalScalarRef();
+}
+
+// --- Outputs: the structured kernel's set_output, for npu ---------------------
+
+// A fresh npu tensor from the caching allocator (without a dispatcher round
+// trip through aten::empty_strided; the op's device is current).
+at::Tensor allocate_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const c10::TensorOptions& options);
+
+// As RegisterCPU's resize_out: out= arguments are resized (and then
+// restrided to the meta function's strides) only if their shape differs.
+void resize_out(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                const c10::TensorOptions& options);
+
+// As RegisterCPU's check_inplace.
+void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const c10::TensorOptions& options);
+
+template <typename Meta>
+constexpr bool kIsTensorIterator = std::is_base_of_v<at::TensorIteratorBase, Meta>;
+
+// The three ways a structured kernel's output comes to be, as in the
+// generated CPU kernels: a fresh tensor, the in-place argument, an out=
+// argument. TensorIterator-based metas must also record the output in the
+// iterator (the base class's set_output_raw_strided), after it exists.
+template <typename Meta>
+struct FunctionalMeta final : Meta {
+  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          c10::TensorOptions options) override {
+    set_output(i, sizes, strides, options);
+  }
+  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              c10::TensorOptions options) override {
+    set_output(i, sizes, strides, options);
+  }
+  const at::Tensor& maybe_get_output(int64_t i) override {
+    return output;
+  }
+
+  at::Tensor output;
+
+ private:
+  void set_output(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
+    output = allocate_output(sizes, strides, options);
+    if constexpr (kIsTensorIterator<Meta>) {
+      this->at::TensorIteratorBase::set_output_raw_strided(i, sizes, strides, options);
+    }
+  }
+};
+
+template <typename Meta>
+struct InplaceMeta final : Meta {
+  explicit InplaceMeta(const at::Tensor& self) : self_(self) {}
+  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          c10::TensorOptions options) override {
+    set_output(i, sizes, strides, options);
+  }
+  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              c10::TensorOptions options) override {
+    set_output(i, sizes, strides, options);
+  }
+  const at::Tensor& maybe_get_output(int64_t i) override {
+    return self_;
+  }
+
+ private:
+  void set_output(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
+    check_inplace(self_, sizes, options);
+    if constexpr (kIsTensorIterator<Meta>) {
+      this->at::TensorIteratorBase::set_output_raw_strided(i, sizes, strides, options);
+    }
+  }
+  const at::Tensor& self_;
+};
+
+// Strides of an out= argument that differ from the meta function's are left
+// alone here: the CPU kernel on the worker handles them (with a proxy) as it
+// does for a host out= argument.
+template <typename Meta>
+struct OutMeta final : Meta {
+  explicit OutMeta(const at::Tensor& out) : out_(out) {}
+  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          c10::TensorOptions options) override {
+    set_output(i, sizes, strides, options);
+  }
+  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              c10::TensorOptions options) override {
+    set_output(i, sizes, strides, options);
+  }
+  const at::Tensor& maybe_get_output(int64_t i) override {
+    return out_;
+  }
+
+ private:
+  void set_output(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
+    resize_out(out_, sizes, strides, options);
+    if constexpr (kIsTensorIterator<Meta>) {
+      this->at::TensorIteratorBase::set_output_raw_strided(i, sizes, strides, options);
+    }
+  }
+  const at::Tensor& out_;
+};
+
+// --- The device work ------------------------------------------------------------
+
+// Calls `Fn::call` with the CPU view of the captured arguments. One
+// allocation (the work item) per op; the CPU aliases live on the worker.
+template <typename Fn, typename... Captures>
+struct DeviceWork {
+  std::tuple<Captures...> args;
+
+  void operator()() {
+    run(std::index_sequence_for<Captures...>());
+  }
+
+ private:
+  template <size_t... I>
+  void run(std::index_sequence<I...>) {
+    std::tuple<decltype(materialize(std::get<I>(args)))...> cpu_args(materialize(std::get<I>(args))...);
+    Fn::call(std::get<I>(cpu_args)...);
+  }
+};
+
+// On the worker: records a failing work item's message for the next
+// synchronisation.
+void report_work_error(const char* message);
+
+// Queues `work` (a DeviceWork) on `stream`, in recycled memory (see
+// WorkStorage.h). As c10_npu::launch_host_work, whose contract it keeps: an
+// exception from the work becomes the device-work error of `name`, reported
+// by the next synchronising call (at once under ASCEND_LAUNCH_BLOCKING=1).
+template <typename Work>
+void launch_work(const c10_npu::NPUStream& stream, const char* name, Work* work) {
+  npuSimWork item{};
+  item.name = name;
+  item.ctx = work;
+  item.run = [](void* ctx) -> aclError {
+    try {
+      (*static_cast<Work*>(ctx))();
+      return ACL_SUCCESS;
+    } catch (const c10::Error& e) {
+      report_work_error(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      report_work_error(e.what());
+    }
+    return ACL_ERROR_RT_AICORE_EXCEPTION;
+  };
+  item.release = [](void* ctx) {
+    static_cast<Work*>(ctx)->~Work();
+    release_work_storage(ctx, sizeof(Work));
+  };
+  // From here on the item owns the work: launch_work releases it if the
+  // launch fails.
+  try {
+    c10_npu::launch_work(stream, item);
+  } catch (c10::Error& e) {
+    if (c10_npu::launch_blocking()) {
+      add_launch_site(e); // the work ran, and failed, during this call
+    }
+    throw;
+  }
+}
+
+template <typename Fn, typename... T>
+void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args) {
+  using Work = DeviceWork<Fn, Captured<T>...>;
+  static_assert(alignof(Work) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+  void* storage = allocate_work_storage(sizeof(Work));
+  Work* work;
+  try {
+    work = new (storage) Work{std::tuple<Captured<T>...>(capture(args)...)};
+  } catch (...) {
+    release_work_storage(storage, sizeof(Work));
+    throw;
+  }
+  launch_work(stream, name, work);
+  count_fast_path();
+}
+
+// The CPU kernels, as static functions of `Cpu` (see PointwiseKernels.cpp).
+template <typename Cpu>
+struct CallOut {
+  template <typename... A>
+  static void call(A&&... a) {
+    Cpu::out(std::forward<A>(a)...);
+  }
+};
+template <typename Cpu>
+struct CallInplace {
+  template <typename... A>
+  static void call(A&&... a) {
+    Cpu::inplace(std::forward<A>(a)...);
+  }
+};
+
+// --- The kernels ----------------------------------------------------------------
+
+// Op: the at::_ops struct of the overload; Meta: its at::meta::structured_*
+// class; Cpu: its CPU kernels.
+template <typename Op, typename Meta, typename Cpu, typename Schema = typename Op::schema>
+struct Functional;
+
+template <typename Op, typename Meta, typename Cpu, typename... Args>
+struct Functional<Op, Meta, Cpu, at::Tensor(Args...)> {
+  static at::Tensor call(Args... args) {
+    const auto device = fast_path_device(args...);
+    if (!device.has_value()) {
+      return at::native::call_fallback_fn<&run_on_npu, Op>::call(args...);
+    }
+    const DeviceScope scope(*device);
+    FunctionalMeta<Meta> meta;
+    meta.meta(meta_arg(args)...);
+    at::Tensor out = std::move(meta.output);
+    launch<CallOut<Cpu>>(scope.stream(), Op::name, args..., out);
+    return out;
+  }
+};
+
+template <typename Op, typename Meta, typename Cpu, typename Schema = typename Op::schema>
+struct Inplace;
+
+template <typename Op, typename Meta, typename Cpu, typename... Rest>
+struct Inplace<Op, Meta, Cpu, at::Tensor&(at::Tensor&, Rest...)> {
+  static at::Tensor& call(at::Tensor& self, Rest... rest) {
+    const auto device = fast_path_device(self, rest...);
+    if (!device.has_value() || self.device().type() != c10::DeviceType::PrivateUse1) {
+      return at::native::call_fallback_fn<&run_on_npu, Op>::call(self, rest...);
+    }
+    const DeviceScope scope(*device);
+    InplaceMeta<Meta> meta(self);
+    meta.meta(self, meta_arg(rest)...);
+    launch<CallInplace<Cpu>>(scope.stream(), Op::name, self, rest...);
+    return self;
+  }
+};
+
+template <typename Op, typename Meta, typename Cpu, typename Schema = typename Op::schema>
+struct Out;
+
+template <typename Op, typename Meta, typename Cpu, typename... Args>
+struct Out<Op, Meta, Cpu, at::Tensor&(Args...)> {
+  static at::Tensor& call(Args... args) {
+    auto refs = std::forward_as_tuple(args...);
+    at::Tensor& out = std::get<sizeof...(Args) - 1>(refs);
+    const auto device = fast_path_device(args...);
+    if (!device.has_value() || out.device().type() != c10::DeviceType::PrivateUse1) {
+      return at::native::call_fallback_fn<&run_on_npu, Op>::call(args...);
+    }
+    const DeviceScope scope(*device);
+    OutMeta<Meta> meta(out);
+    run_meta(meta, refs, std::make_index_sequence<sizeof...(Args) - 1>());
+    launch<CallOut<Cpu>>(scope.stream(), Op::name, args...);
+    return out;
+  }
+
+ private:
+  template <typename M, typename Refs, size_t... I>
+  static void run_meta(M& meta, Refs& refs, std::index_sequence<I...>) {
+    meta.meta(meta_arg(std::get<I>(refs))...);
+  }
+};
+
+// --- Registration -----------------------------------------------------------------
+
+// "add.Tensor" from at::_ops::add_Tensor.
+template <typename Op>
+std::string schema_name() {
+  std::string name = Op::name;
+  name = name.substr(name.find("::") + 2);
+  if (Op::overload_name[0] != '\0') {
+    name += '.';
+    name += Op::overload_name;
+  }
+  return name;
+}
+
+template <typename Kernel, typename Op>
+void register_kernel(torch::Library& m) {
+  m.impl(schema_name<Op>().c_str(), TORCH_FN(Kernel::call));
+}
+
+} // namespace torch_npu_ops::fast

@@ -1,0 +1,69 @@
+// Dedicated npu kernels for the matrix products (mm, bmm, addmm, baddbmm):
+// the fast path of FastPath.h. Transformer layers run several per step, and
+// their meta functions are C++, so the host does not need the generic
+// executor's boxed machinery for them.
+// Tensor first: the per-op headers below only declare it.
+#include <ATen/core/Tensor.h>
+
+#include <ATen/ops/addmm_cpu_dispatch.h>
+#include <ATen/ops/addmm_meta.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/baddbmm_cpu_dispatch.h>
+#include <ATen/ops/baddbmm_meta.h>
+#include <ATen/ops/baddbmm_ops.h>
+#include <ATen/ops/bmm_cpu_dispatch.h>
+#include <ATen/ops/bmm_meta.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/mm_cpu_dispatch.h>
+#include <ATen/ops/mm_meta.h>
+#include <ATen/ops/mm_ops.h>
+
+#include "FastPath.h"
+
+namespace torch_npu_ops {
+namespace {
+
+#define NPU_CPU_KERNELS(name)                      \
+  struct name##_cpu {                              \
+    template <typename... A>                       \
+    static void out(A&&... a) {                    \
+      at::cpu::name##_outf(std::forward<A>(a)...); \
+    }                                              \
+    template <typename... A>                       \
+    static void inplace(A&&... a) {                \
+      at::cpu::name##_(std::forward<A>(a)...);     \
+    }                                              \
+  };
+NPU_CPU_KERNELS(addmm)
+NPU_CPU_KERNELS(baddbmm)
+#undef NPU_CPU_KERNELS
+
+struct mm_cpu {
+  template <typename... A>
+  static void out(A&&... a) {
+    at::cpu::mm_outf(std::forward<A>(a)...);
+  }
+};
+struct bmm_cpu {
+  template <typename... A>
+  static void out(A&&... a) {
+    at::cpu::bmm_outf(std::forward<A>(a)...);
+  }
+};
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace fast;
+  register_kernel<Functional<at::_ops::mm, at::meta::structured_mm, mm_cpu>, at::_ops::mm>(m);
+  register_kernel<Out<at::_ops::mm_out, at::meta::structured_mm, mm_cpu>, at::_ops::mm_out>(m);
+  register_kernel<Functional<at::_ops::bmm, at::meta::structured_bmm, bmm_cpu>, at::_ops::bmm>(m);
+  register_kernel<Out<at::_ops::bmm_out, at::meta::structured_bmm, bmm_cpu>, at::_ops::bmm_out>(m);
+  register_kernel<Functional<at::_ops::addmm, at::meta::structured_addmm, addmm_cpu>, at::_ops::addmm>(m);
+  register_kernel<Inplace<at::_ops::addmm_, at::meta::structured_addmm, addmm_cpu>, at::_ops::addmm_>(m);
+  register_kernel<Out<at::_ops::addmm_out, at::meta::structured_addmm, addmm_cpu>, at::_ops::addmm_out>(m);
+  register_kernel<Functional<at::_ops::baddbmm, at::meta::structured_baddbmm, baddbmm_cpu>, at::_ops::baddbmm>(m);
+  register_kernel<Inplace<at::_ops::baddbmm_, at::meta::structured_baddbmm, baddbmm_cpu>, at::_ops::baddbmm_>(m);
+  register_kernel<Out<at::_ops::baddbmm_out, at::meta::structured_baddbmm, baddbmm_cpu>, at::_ops::baddbmm_out>(m);
+}
+
+} // namespace
+} // namespace torch_npu_ops

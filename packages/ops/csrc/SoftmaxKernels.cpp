@@ -1,0 +1,50 @@
+// Dedicated npu kernels for softmax and log_softmax and their backward
+// (the fast path of FastPath.h): attention and the loss run them every step.
+// Tensor first: the per-op headers below only declare it.
+#include <ATen/core/Tensor.h>
+
+#include <ATen/ops/_log_softmax_backward_data_cpu_dispatch.h>
+#include <ATen/ops/_log_softmax_backward_data_meta.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_cpu_dispatch.h>
+#include <ATen/ops/_log_softmax_meta.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_cpu_dispatch.h>
+#include <ATen/ops/_softmax_backward_data_meta.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_cpu_dispatch.h>
+#include <ATen/ops/_softmax_meta.h>
+#include <ATen/ops/_softmax_ops.h>
+
+#include "FastPath.h"
+
+namespace torch_npu_ops {
+namespace {
+
+#define NPU_CPU_KERNELS(name)                      \
+  struct name##_cpu {                              \
+    template <typename... A>                       \
+    static void out(A&&... a) {                    \
+      at::cpu::name##_outf(std::forward<A>(a)...); \
+    }                                              \
+  };
+NPU_CPU_KERNELS(_softmax)
+NPU_CPU_KERNELS(_log_softmax)
+NPU_CPU_KERNELS(_softmax_backward_data)
+NPU_CPU_KERNELS(_log_softmax_backward_data)
+#undef NPU_CPU_KERNELS
+
+#define NPU_STRUCTURED(m, name, out)                                                                     \
+  fast::register_kernel<fast::Functional<at::_ops::name, at::meta::structured_##name, name##_cpu>,       \
+                        at::_ops::name>(m);                                                              \
+  fast::register_kernel<fast::Out<at::_ops::out, at::meta::structured_##name, name##_cpu>, at::_ops::out>(m)
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NPU_STRUCTURED(m, _softmax, _softmax_out);
+  NPU_STRUCTURED(m, _log_softmax, _log_softmax_out);
+  NPU_STRUCTURED(m, _softmax_backward_data, _softmax_backward_data_out);
+  NPU_STRUCTURED(m, _log_softmax_backward_data, _log_softmax_backward_data_out);
+}
+
+} // namespace
+} // namespace torch_npu_ops

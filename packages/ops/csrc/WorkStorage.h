@@ -1,0 +1,24 @@
+// Memory for the work items the dedicated kernels queue.
+//
+// Every queued op allocates its work item on the host thread and the
+// stream's worker frees it. glibc's malloc serves that producer/consumer
+// pattern badly: the worker's frees fill its own per-thread cache and then
+// go back to the host's arena under the arena lock, while the host's
+// allocations miss its cache and take that lock too, for every op. Work items
+// of up to kWorkBlockSize bytes are therefore recycled: the worker returns
+// blocks to a lock-free list that the host takes back in one exchange.
+#pragma once
+
+#include <cstddef>
+
+namespace torch_npu_ops {
+
+constexpr size_t kWorkBlockSize = 1024;
+
+// Memory for an object of `size` bytes (aligned for any fundamental type).
+void* allocate_work_storage(size_t size);
+
+// Gives back memory from allocate_work_storage(size); any thread.
+void release_work_storage(void* storage, size_t size) noexcept;
+
+} // namespace torch_npu_ops
