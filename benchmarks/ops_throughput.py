@@ -8,12 +8,15 @@
   npu / cpu throughput (target >= 0.95);
 - small-GPT training step with a batch small enough that host overhead
   matters: npu / cpu step time (target <= 1.0).
+
+Each figure is the median of 9 trials that alternate between cpu and npu.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 
 import torch
@@ -23,24 +26,33 @@ import torch.nn.functional as F
 import torch_npu
 
 
-def timed(fn, device: str, iterations: int) -> float:
-    fn()
+def trial(fn, device: str, iterations: int) -> float:
+    """Seconds per call of ``fn`` over ``iterations`` calls (npu: until the
+    device finished them)."""
+    start = time.perf_counter()
+    for _ in range(iterations):
+        fn()
+    if device == "npu":
+        torch.npu.synchronize()
+    return (time.perf_counter() - start) / iterations
+
+
+def pair(make_fn, iterations: int, trials: int = 9) -> tuple[float, float]:
+    """Median seconds per call on cpu and on npu.
+
+    The trials alternate between the devices (cpu first in even trials, npu
+    first in odd ones), so that a slow phase of the machine (another VM,
+    frequency changes) hits both sides instead of one.
+    """
+    fns = {device: make_fn(device) for device in ("cpu", "npu")}
+    for device, fn in fns.items():
+        fn()
     torch.npu.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(iterations):
-            fn()
-        if device == "npu":
-            torch.npu.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return best / iterations
-
-
-def pair(make_fn, iterations: int) -> tuple[float, float]:
-    cpu = timed(make_fn("cpu"), "cpu", iterations)
-    npu = timed(make_fn("npu"), "npu", iterations)
-    return cpu, npu
+    times: dict[str, list[float]] = {"cpu": [], "npu": []}
+    for i in range(trials):
+        for device in ("cpu", "npu") if i % 2 == 0 else ("npu", "cpu"):
+            times[device].append(trial(fns[device], device, iterations))
+    return statistics.median(times["cpu"]), statistics.median(times["npu"])
 
 
 def tiny(device):
