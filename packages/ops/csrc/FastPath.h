@@ -403,3 +403,28 @@ void register_kernel(torch::Library& m) {
 }
 
 } // namespace torch_npu_ops::fast
+
+// --- The CPU kernels a fast-path kernel calls -------------------------------
+
+// Declares `name##_cpu` with the out= form of the CPU kernel of `name`
+// (arguments, then out), as the device work calls it.
+#define TORCH_NPU_OPS_CPU_OUT_KERNEL(name)         \
+  struct name##_cpu {                              \
+    template <typename... A>                       \
+    static void out(A&&... a) {                    \
+      at::cpu::name##_outf(std::forward<A>(a)...); \
+    }                                              \
+  }
+
+// The same with the in-place form too.
+#define TORCH_NPU_OPS_CPU_KERNELS(name)            \
+  struct name##_cpu {                              \
+    template <typename... A>                       \
+    static void out(A&&... a) {                    \
+      at::cpu::name##_outf(std::forward<A>(a)...); \
+    }                                              \
+    template <typename... A>                       \
+    static void inplace(A&&... a) {                \
+      at::cpu::name##_(std::forward<A>(a)...);     \
+    }                                              \
+  }

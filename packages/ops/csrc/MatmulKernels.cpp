@@ -23,33 +23,10 @@
 namespace torch_npu_ops {
 namespace {
 
-#define NPU_CPU_KERNELS(name)                      \
-  struct name##_cpu {                              \
-    template <typename... A>                       \
-    static void out(A&&... a) {                    \
-      at::cpu::name##_outf(std::forward<A>(a)...); \
-    }                                              \
-    template <typename... A>                       \
-    static void inplace(A&&... a) {                \
-      at::cpu::name##_(std::forward<A>(a)...);     \
-    }                                              \
-  };
-NPU_CPU_KERNELS(addmm)
-NPU_CPU_KERNELS(baddbmm)
-#undef NPU_CPU_KERNELS
-
-struct mm_cpu {
-  template <typename... A>
-  static void out(A&&... a) {
-    at::cpu::mm_outf(std::forward<A>(a)...);
-  }
-};
-struct bmm_cpu {
-  template <typename... A>
-  static void out(A&&... a) {
-    at::cpu::bmm_outf(std::forward<A>(a)...);
-  }
-};
+TORCH_NPU_OPS_CPU_KERNELS(addmm);
+TORCH_NPU_OPS_CPU_KERNELS(baddbmm);
+TORCH_NPU_OPS_CPU_OUT_KERNEL(mm);
+TORCH_NPU_OPS_CPU_OUT_KERNEL(bmm);
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   using namespace fast;

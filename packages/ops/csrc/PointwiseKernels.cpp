@@ -123,65 +123,41 @@
 namespace torch_npu_ops {
 namespace {
 
-// The CPU kernels of `name`, as the device work calls them: the out= form
-// (arguments, then out) and the in-place form.
-#define NPU_CPU_KERNELS_NO_INPLACE(name)           \
-  struct name##_cpu {                              \
-    template <typename... A>                       \
-    static void out(A&&... a) {                    \
-      at::cpu::name##_outf(std::forward<A>(a)...); \
-    }                                              \
-  };
-#define NPU_CPU_KERNELS(name)                      \
-  struct name##_cpu {                              \
-    template <typename... A>                       \
-    static void out(A&&... a) {                    \
-      at::cpu::name##_outf(std::forward<A>(a)...); \
-    }                                              \
-    template <typename... A>                       \
-    static void inplace(A&&... a) {                \
-      at::cpu::name##_(std::forward<A>(a)...);     \
-    }                                              \
-  };
-
-NPU_CPU_KERNELS(add)
-NPU_CPU_KERNELS(addcdiv)
-NPU_CPU_KERNELS(addcmul)
-NPU_CPU_KERNELS(atan2)
-NPU_CPU_KERNELS(bitwise_and)
-NPU_CPU_KERNELS(clamp)
-NPU_CPU_KERNELS(clamp_max)
-NPU_CPU_KERNELS(clamp_min)
-NPU_CPU_KERNELS(cos)
-NPU_CPU_KERNELS(div)
-NPU_CPU_KERNELS(eq)
-NPU_CPU_KERNELS(erf)
-NPU_CPU_KERNELS(exp)
-NPU_CPU_KERNELS(ge)
-NPU_CPU_KERNELS(gelu)
-NPU_CPU_KERNELS(gt)
-NPU_CPU_KERNELS(le)
-NPU_CPU_KERNELS(lerp)
-NPU_CPU_KERNELS(log)
-NPU_CPU_KERNELS(lt)
-NPU_CPU_KERNELS_NO_INPLACE(maximum)
-NPU_CPU_KERNELS_NO_INPLACE(minimum)
-NPU_CPU_KERNELS(mul)
-NPU_CPU_KERNELS(ne)
-NPU_CPU_KERNELS(neg)
-NPU_CPU_KERNELS(pow)
-NPU_CPU_KERNELS(reciprocal)
-NPU_CPU_KERNELS(rsqrt)
-NPU_CPU_KERNELS(sigmoid)
-NPU_CPU_KERNELS(silu)
-NPU_CPU_KERNELS(sin)
-NPU_CPU_KERNELS(sqrt)
-NPU_CPU_KERNELS(sub)
-NPU_CPU_KERNELS(tanh)
-NPU_CPU_KERNELS_NO_INPLACE(threshold_backward)
-
-#undef NPU_CPU_KERNELS
-#undef NPU_CPU_KERNELS_NO_INPLACE
+TORCH_NPU_OPS_CPU_KERNELS(add);
+TORCH_NPU_OPS_CPU_KERNELS(addcdiv);
+TORCH_NPU_OPS_CPU_KERNELS(addcmul);
+TORCH_NPU_OPS_CPU_KERNELS(atan2);
+TORCH_NPU_OPS_CPU_KERNELS(bitwise_and);
+TORCH_NPU_OPS_CPU_KERNELS(clamp);
+TORCH_NPU_OPS_CPU_KERNELS(clamp_max);
+TORCH_NPU_OPS_CPU_KERNELS(clamp_min);
+TORCH_NPU_OPS_CPU_KERNELS(cos);
+TORCH_NPU_OPS_CPU_KERNELS(div);
+TORCH_NPU_OPS_CPU_KERNELS(eq);
+TORCH_NPU_OPS_CPU_KERNELS(erf);
+TORCH_NPU_OPS_CPU_KERNELS(exp);
+TORCH_NPU_OPS_CPU_KERNELS(ge);
+TORCH_NPU_OPS_CPU_KERNELS(gelu);
+TORCH_NPU_OPS_CPU_KERNELS(gt);
+TORCH_NPU_OPS_CPU_KERNELS(le);
+TORCH_NPU_OPS_CPU_KERNELS(lerp);
+TORCH_NPU_OPS_CPU_KERNELS(log);
+TORCH_NPU_OPS_CPU_KERNELS(lt);
+TORCH_NPU_OPS_CPU_OUT_KERNEL(maximum);
+TORCH_NPU_OPS_CPU_OUT_KERNEL(minimum);
+TORCH_NPU_OPS_CPU_KERNELS(mul);
+TORCH_NPU_OPS_CPU_KERNELS(ne);
+TORCH_NPU_OPS_CPU_KERNELS(neg);
+TORCH_NPU_OPS_CPU_KERNELS(pow);
+TORCH_NPU_OPS_CPU_KERNELS(reciprocal);
+TORCH_NPU_OPS_CPU_KERNELS(rsqrt);
+TORCH_NPU_OPS_CPU_KERNELS(sigmoid);
+TORCH_NPU_OPS_CPU_KERNELS(silu);
+TORCH_NPU_OPS_CPU_KERNELS(sin);
+TORCH_NPU_OPS_CPU_KERNELS(sqrt);
+TORCH_NPU_OPS_CPU_KERNELS(sub);
+TORCH_NPU_OPS_CPU_KERNELS(tanh);
+TORCH_NPU_OPS_CPU_OUT_KERNEL(threshold_backward);
 
 // Registers the functional, in-place and out= overloads (at::_ops names) of
 // a structured op with meta class `meta`.

@@ -16,19 +16,8 @@
 namespace torch_npu_ops {
 namespace {
 
-struct sum_cpu {
-  template <typename... A>
-  static void out(A&&... a) {
-    at::cpu::sum_outf(std::forward<A>(a)...);
-  }
-};
-
-struct mean_cpu {
-  template <typename... A>
-  static void out(A&&... a) {
-    at::cpu::mean_outf(std::forward<A>(a)...);
-  }
-};
+TORCH_NPU_OPS_CPU_OUT_KERNEL(sum);
+TORCH_NPU_OPS_CPU_OUT_KERNEL(mean);
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   fast::register_kernel<fast::Functional<at::_ops::sum_dim_IntList, at::meta::structured_sum_dim_IntList, sum_cpu>,

@@ -21,18 +21,10 @@
 namespace torch_npu_ops {
 namespace {
 
-#define NPU_CPU_KERNELS(name)                      \
-  struct name##_cpu {                              \
-    template <typename... A>                       \
-    static void out(A&&... a) {                    \
-      at::cpu::name##_outf(std::forward<A>(a)...); \
-    }                                              \
-  };
-NPU_CPU_KERNELS(_softmax)
-NPU_CPU_KERNELS(_log_softmax)
-NPU_CPU_KERNELS(_softmax_backward_data)
-NPU_CPU_KERNELS(_log_softmax_backward_data)
-#undef NPU_CPU_KERNELS
+TORCH_NPU_OPS_CPU_OUT_KERNEL(_softmax);
+TORCH_NPU_OPS_CPU_OUT_KERNEL(_log_softmax);
+TORCH_NPU_OPS_CPU_OUT_KERNEL(_softmax_backward_data);
+TORCH_NPU_OPS_CPU_OUT_KERNEL(_log_softmax_backward_data);
 
 #define NPU_STRUCTURED(m, name, out)                                                                     \
   fast::register_kernel<fast::Functional<at::_ops::name, at::meta::structured_##name, name##_cpu>,       \
