@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 
@@ -12,6 +14,10 @@ MiB = 1 << 20
 
 @pytest.fixture(autouse=True)
 def clean_allocator():
+    # Tensors of earlier tests kept alive by reference cycles (exception
+    # tracebacks) would otherwise be freed by the garbage collector in the
+    # middle of a test and move its baseline.
+    gc.collect()
     torch.npu.synchronize()
     torch.npu.empty_cache()
     torch.npu.reset_peak_memory_stats()

@@ -39,12 +39,6 @@ void resize_out(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef 
   }
 }
 
-void report_work_error(const char* message) {
-  // Under ASCEND_LAUNCH_BLOCKING=1 the launching call adds the Python line.
-  const std::string text = c10_npu::launch_blocking() ? std::string(message) : std::string(message) + kLaunchSiteHint;
-  c10_npu::acl::api().npuSimSetWorkError(text.c_str());
-}
-
 void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const c10::TensorOptions& options) {
   TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ", self.dtype(),
               " and output tensor dtype ", options.dtype(), " should match");

@@ -244,10 +244,6 @@ struct DeviceWork {
   }
 };
 
-// On the worker: records a failing work item's message for the next
-// synchronisation.
-void report_work_error(const char* message);
-
 // Queues `work` (a DeviceWork) on `stream`, in recycled memory (see
 // WorkStorage.h). As c10_npu::launch_host_work, whose contract it keeps: an
 // exception from the work becomes the device-work error of `name`, reported
@@ -262,9 +258,9 @@ void launch_work(const c10_npu::NPUStream& stream, const char* name, Work* work)
       (*static_cast<Work*>(ctx))();
       return ACL_SUCCESS;
     } catch (const c10::Error& e) {
-      report_work_error(e.what_without_backtrace());
+      c10_npu::set_device_work_error(e.what_without_backtrace());
     } catch (const std::exception& e) {
-      report_work_error(e.what());
+      c10_npu::set_device_work_error(e.what());
     }
     return ACL_ERROR_RT_AICORE_EXCEPTION;
   };

@@ -5,7 +5,7 @@
 // op costs about a microsecond). It is therefore looked up only when the
 // error is raised at the call: under ASCEND_LAUNCH_BLOCKING=1, where every
 // launch synchronises, and for ops the host waits for anyway. Errors of
-// asynchronous work say how to get it.
+// asynchronous work say how to get it (c10_npu::set_device_work_error).
 #pragma once
 
 #include <string>
@@ -20,9 +20,5 @@ std::string python_launch_site();
 
 // Adds "launched from file.py:12" to a device-work error raised at the call.
 void add_launch_site(c10::Error& error);
-
-// Appended to device-work errors reported later, at a synchronisation.
-constexpr const char* kLaunchSiteHint =
-    " (set ASCEND_LAUNCH_BLOCKING=1 to see the Python line that launched it)";
 
 } // namespace torch_npu_ops

@@ -119,6 +119,8 @@ def test_error_in_device_work_names_the_op_at_the_next_sync():
     with pytest.raises(RuntimeError, match="index_select") as info:
         torch.npu.synchronize()
     assert "out of range" in str(info.value) or "index" in str(info.value)
+    # Raised far from the launching line: the message says how to find it.
+    assert "ASCEND_LAUNCH_BLOCKING=1 to see the Python line" in str(info.value)
     del y
     assert (x + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0]  # the process keeps working
 

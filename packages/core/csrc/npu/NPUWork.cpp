@@ -1,5 +1,7 @@
 #include "npu/NPUWork.h"
 
+#include <string>
+
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
 
@@ -14,6 +16,17 @@ intptr_t host_access_offset() {
     return value;
   }();
   return offset;
+}
+
+void set_device_work_error(const char* message) {
+  if (launch_blocking()) {
+    // Raised by the launching call itself, which can add its own context.
+    acl::api().npuSimSetWorkError(message);
+    return;
+  }
+  const std::string text = std::string(message) +
+      " (set ASCEND_LAUNCH_BLOCKING=1 to see the Python line that launched it)";
+  acl::api().npuSimSetWorkError(text.c_str());
 }
 
 uint64_t launch_work(const NPUStream& stream, const npuSimWork& work) {

@@ -31,6 +31,12 @@ inline T* host_access(T* device_ptr) {
 // Enqueues a raw work item; returns its id. Honours ASCEND_LAUNCH_BLOCKING.
 TORCH_NPU_API uint64_t launch_work(const NPUStream& stream, const npuSimWork& work);
 
+// Records `message` as the error of the device work now running on this
+// worker; the next synchronising call raises it. Unless every launch
+// synchronises (ASCEND_LAUNCH_BLOCKING=1), that call is far from the line
+// that launched the work, so the message says how to find that line.
+TORCH_NPU_API void set_device_work_error(const char* message);
+
 // Enqueues `fn()` (a callable, moved into the work item) as device work named
 // `name` (static storage). An exception thrown by `fn` becomes a device-work
 // error reported by the next synchronising call.
@@ -47,9 +53,9 @@ uint64_t launch_host_work(const NPUStream& stream, const char* name, Fn&& fn) {
       (*static_cast<Closure*>(ctx))();
       return ACL_SUCCESS;
     } catch (const c10::Error& e) {
-      acl::api().npuSimSetWorkError(e.what_without_backtrace());
+      set_device_work_error(e.what_without_backtrace());
     } catch (const std::exception& e) {
-      acl::api().npuSimSetWorkError(e.what());
+      set_device_work_error(e.what());
     }
     return ACL_ERROR_RT_AICORE_EXCEPTION;
   };
