@@ -146,8 +146,14 @@ constexpr bool kIsTensorIterator = std::is_base_of_v<at::TensorIteratorBase, Met
 // generated CPU kernels: a fresh tensor, the in-place argument, an out=
 // argument. TensorIterator-based metas must also record the output in the
 // iterator (the base class's set_output_raw_strided), after it exists.
-template <typename Meta>
-struct FunctionalMeta final : Meta {
+enum class OutputKind { Fresh, Inplace, Out };
+
+template <typename Meta, OutputKind kKind>
+struct NpuMeta final : Meta {
+  NpuMeta() = default;
+  // In-place and out= forms: the argument that receives the result.
+  explicit NpuMeta(const at::Tensor& argument) : argument_(&argument) {}
+
   void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                           c10::TensorOptions options) override {
     set_output(i, sizes, strides, options);
@@ -157,71 +163,28 @@ struct FunctionalMeta final : Meta {
     set_output(i, sizes, strides, options);
   }
   const at::Tensor& maybe_get_output(int64_t i) override {
-    return output;
+    return kKind == OutputKind::Fresh ? output : *argument_;
   }
 
-  at::Tensor output;
+  at::Tensor output; // OutputKind::Fresh: the tensor allocated for the result
 
  private:
   void set_output(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
-    output = allocate_output(sizes, strides, options);
+    if constexpr (kKind == OutputKind::Fresh) {
+      output = allocate_output(sizes, strides, options);
+    } else if constexpr (kKind == OutputKind::Inplace) {
+      check_inplace(*argument_, sizes, options);
+    } else {
+      // Strides of an out= argument that differ from the meta function's are
+      // left alone: the CPU kernel on the worker handles them (with a proxy)
+      // as it does for a host out= argument.
+      resize_out(*argument_, sizes, strides, options);
+    }
     if constexpr (kIsTensorIterator<Meta>) {
       this->at::TensorIteratorBase::set_output_raw_strided(i, sizes, strides, options);
     }
   }
-};
-
-template <typename Meta>
-struct InplaceMeta final : Meta {
-  explicit InplaceMeta(const at::Tensor& self) : self_(self) {}
-  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                          c10::TensorOptions options) override {
-    set_output(i, sizes, strides, options);
-  }
-  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                              c10::TensorOptions options) override {
-    set_output(i, sizes, strides, options);
-  }
-  const at::Tensor& maybe_get_output(int64_t i) override {
-    return self_;
-  }
-
- private:
-  void set_output(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
-    check_inplace(self_, sizes, options);
-    if constexpr (kIsTensorIterator<Meta>) {
-      this->at::TensorIteratorBase::set_output_raw_strided(i, sizes, strides, options);
-    }
-  }
-  const at::Tensor& self_;
-};
-
-// Strides of an out= argument that differ from the meta function's are left
-// alone here: the CPU kernel on the worker handles them (with a proxy) as it
-// does for a host out= argument.
-template <typename Meta>
-struct OutMeta final : Meta {
-  explicit OutMeta(const at::Tensor& out) : out_(out) {}
-  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                          c10::TensorOptions options) override {
-    set_output(i, sizes, strides, options);
-  }
-  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                              c10::TensorOptions options) override {
-    set_output(i, sizes, strides, options);
-  }
-  const at::Tensor& maybe_get_output(int64_t i) override {
-    return out_;
-  }
-
- private:
-  void set_output(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
-    resize_out(out_, sizes, strides, options);
-    if constexpr (kIsTensorIterator<Meta>) {
-      this->at::TensorIteratorBase::set_output_raw_strided(i, sizes, strides, options);
-    }
-  }
-  const at::Tensor& out_;
+  const at::Tensor* argument_ = nullptr; // borrowed for the call
 };
 
 // --- The device work ------------------------------------------------------------
@@ -327,7 +290,7 @@ struct Functional<Op, Meta, Cpu, at::Tensor(Args...)> {
       return at::native::call_fallback_fn<&run_on_npu, Op>::call(args...);
     }
     const DeviceScope scope(*device);
-    FunctionalMeta<Meta> meta;
+    NpuMeta<Meta, OutputKind::Fresh> meta;
     meta.meta(meta_arg(args)...);
     at::Tensor out = std::move(meta.output);
     launch<CallOut<Cpu>>(scope.stream(), Op::name, args..., out);
@@ -346,7 +309,7 @@ struct Inplace<Op, Meta, Cpu, at::Tensor&(at::Tensor&, Rest...)> {
       return at::native::call_fallback_fn<&run_on_npu, Op>::call(self, rest...);
     }
     const DeviceScope scope(*device);
-    InplaceMeta<Meta> meta(self);
+    NpuMeta<Meta, OutputKind::Inplace> meta(self);
     meta.meta(self, meta_arg(rest)...);
     launch<CallInplace<Cpu>>(scope.stream(), Op::name, self, rest...);
     return self;
@@ -366,7 +329,7 @@ struct Out<Op, Meta, Cpu, at::Tensor&(Args...)> {
       return at::native::call_fallback_fn<&run_on_npu, Op>::call(args...);
     }
     const DeviceScope scope(*device);
-    OutMeta<Meta> meta(out);
+    NpuMeta<Meta, OutputKind::Out> meta(out);
     run_meta(meta, refs, std::make_index_sequence<sizeof...(Args) - 1>());
     launch<CallOut<Cpu>>(scope.stream(), Op::name, args...);
     return out;
