@@ -20,6 +20,7 @@
 #include "OpTranslation.h"
 #include "OutputShapes.h"
 #include "OutVariants.h"
+#include "ResultCopy.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGenerator.h"
 #include "npu/NPUGuardImpl.h"
@@ -383,6 +384,7 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
     std::exception_ptr error;
   };
   auto state = std::make_shared<State>();
+  c10_npu::LaunchSite site = capture_launch_site();
   c10_npu::launch_host_work(
       stream, schema.name().c_str(),
       [state, op = target.op, cpu_args = cpu_arguments(schema, target.args_for(args), device)]() mutable {
@@ -394,18 +396,17 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
           state->error = std::current_exception();
         }
       });
-  try {
-    stream.synchronize();
-    if (state->error) {
+  stream.synchronize(); // an error of earlier work names its own launch
+  if (state->error) {
+    // The host waited: the error is raised at the call.
+    try {
       std::rethrow_exception(state->error);
+    } catch (c10::Error& e) {
+      if (site != nullptr) {
+        e.add_context("launched from " + *site);
+      }
+      throw;
     }
-  } catch (c10::Error& e) {
-    // The host waited: the error is raised at the call (run_on_npu adds the
-    // line itself under ASCEND_LAUNCH_BLOCKING=1).
-    if (!c10_npu::launch_blocking()) {
-      add_launch_site(e);
-    }
-    throw;
   }
   const auto& returns = target.caller_schema.returns();
   for (size_t i = 0; i < state->results.size(); ++i) {
@@ -443,7 +444,9 @@ bool strict_mode() {
   return strict;
 }
 
-void execute_on_npu(const c10::OperatorHandle& op, Stack* stack) {
+} // namespace
+
+void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   std::vector<IValue> args(
@@ -525,6 +528,7 @@ void execute_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     all_fresh_defined &= out.defined();
   }
   std::vector<IValue> cpu_args = cpu_arguments(target_schema, target.args_for(args), *device);
+  c10_npu::LaunchSite site = capture_launch_site();
 
   // A functional op with an out= overload writes straight into the npu
   // outputs; otherwise its host results are copied into them.
@@ -561,10 +565,11 @@ void execute_on_npu(const c10::OperatorHandle& op, Stack* stack) {
             Stack s(cpu_args.begin(), cpu_args.end() - static_cast<std::ptrdiff_t>(num_outputs));
             functional.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
             for (size_t i = 0; i < output_geometry.size() && i < s.size(); ++i) {
-              output_geometry[i].view().copy_(s[i].toTensor());
+              copy_result(output_geometry[i].view(), s[i].toTensor());
             }
           }
-        });
+        },
+        std::move(site));
   } else {
     // Computed before cpu_args moves into the work item.
     auto out_args = out_argument_geometry(target_schema, cpu_args);
@@ -606,7 +611,7 @@ void execute_on_npu(const c10::OperatorHandle& op, Stack* stack) {
               }
               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
               for (auto& [device_view, scratch] : copies) {
-                device_view.copy_(scratch);
+                copy_result(device_view, scratch);
               }
             }
           }
@@ -620,31 +625,17 @@ void execute_on_npu(const c10::OperatorHandle& op, Stack* stack) {
             for_each_tensor(s[i], [&](const at::Tensor& t) {
               at::Tensor& view = fresh_views[k++];
               if (t.defined() && view.defined() && view.numel() > 0) {
-                view.copy_(t);
+                copy_result(view, t);
               }
             });
           }
-        });
+        },
+        std::move(site));
   }
   for (auto& r : results) {
     stack->push_back(std::move(r));
   }
   count(ExecutionPath::DeviceAsync, schema.name());
-}
-
-} // namespace
-
-void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
-  try {
-    execute_on_npu(op, stack);
-  } catch (c10::Error& e) {
-    // Under ASCEND_LAUNCH_BLOCKING=1 a failing work item raises here: name
-    // the Python line (run_sync does for the ops the host waits for).
-    if (c10_npu::launch_blocking()) {
-      add_launch_site(e);
-    }
-    throw;
-  }
 }
 
 } // namespace torch_npu_ops

@@ -194,6 +194,7 @@ struct NpuMeta final : Meta {
 template <typename Fn, typename... Captures>
 struct DeviceWork {
   std::tuple<Captures...> args;
+  c10_npu::LaunchSite site; // named in the error message, if captured
 
   void operator()() {
     run(std::index_sequence_for<Captures...>());
@@ -207,6 +208,39 @@ struct DeviceWork {
   }
 };
 
+// The CPU kernels of the fast path's ops fail at run time only for integer
+// arithmetic (division by zero, integers to negative powers): their meta
+// functions raise every other error at the call. Only such launches pay for
+// capturing the Python line (LaunchSite.h); under ASCEND_LAUNCH_BLOCKING=1,
+// where the cost does not matter, all do.
+class IntegerOperand {
+ public:
+  void operator()(const at::Tensor& t) {
+    found_ |= t.defined() && c10::isIntegralType(t.scalar_type(), /*includeBool=*/true);
+  }
+  void operator()(const std::optional<at::Tensor>& t) {
+    if (t.has_value()) {
+      (*this)(*t);
+    }
+  }
+  template <typename T>
+  void operator()(const T&) {}
+
+  bool found() const {
+    return found_;
+  }
+
+ private:
+  bool found_ = false;
+};
+
+template <typename... Args>
+c10_npu::LaunchSite launch_site_if_work_can_fail(const Args&... args) {
+  IntegerOperand integer;
+  (integer(args), ...);
+  return integer.found() || c10_npu::launch_blocking() ? capture_launch_site() : nullptr;
+}
+
 // Queues `work` (a DeviceWork) on `stream`, in recycled memory (see
 // WorkStorage.h). As c10_npu::launch_host_work, whose contract it keeps: an
 // exception from the work becomes the device-work error of `name`, reported
@@ -217,15 +251,8 @@ void launch_work(const c10_npu::NPUStream& stream, const char* name, Work* work)
   item.name = name;
   item.ctx = work;
   item.run = [](void* ctx) -> aclError {
-    try {
-      (*static_cast<Work*>(ctx))();
-      return ACL_SUCCESS;
-    } catch (const c10::Error& e) {
-      c10_npu::set_device_work_error(e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      c10_npu::set_device_work_error(e.what());
-    }
-    return ACL_ERROR_RT_AICORE_EXCEPTION;
+    auto* w = static_cast<Work*>(ctx);
+    return c10_npu::run_work_body(*w, w->site.get());
   };
   item.release = [](void* ctx) {
     static_cast<Work*>(ctx)->~Work();
@@ -233,14 +260,7 @@ void launch_work(const c10_npu::NPUStream& stream, const char* name, Work* work)
   };
   // From here on the item owns the work: launch_work releases it if the
   // launch fails.
-  try {
-    c10_npu::launch_work(stream, item);
-  } catch (c10::Error& e) {
-    if (c10_npu::launch_blocking()) {
-      add_launch_site(e); // the work ran, and failed, during this call
-    }
-    throw;
-  }
+  c10_npu::launch_work(stream, item);
 }
 
 template <typename Fn, typename... T>
@@ -250,7 +270,7 @@ void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args
   void* storage = allocate_work_storage(sizeof(Work));
   Work* work;
   try {
-    work = new (storage) Work{std::tuple<Captured<T>...>(capture(args)...)};
+    work = new (storage) Work{std::tuple<Captured<T>...>(capture(args)...), launch_site_if_work_can_fail(args...)};
   } catch (...) {
     release_work_storage(storage, sizeof(Work));
     throw;

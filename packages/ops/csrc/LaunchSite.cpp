@@ -3,7 +3,9 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace torch_npu_ops {
 namespace {
@@ -19,29 +21,100 @@ bool is_library_file(std::string_view filename) {
   return false;
 }
 
+int last_instruction(PyFrameObject* frame) {
+#if PY_VERSION_HEX >= 0x030B0000
+  return PyFrame_GetLasti(frame);
+#else
+  return frame->f_lasti;
+#endif
+}
+
+// What a code object contributes to launch sites. The cache holds a strong
+// reference to each code object it knows, so that a key is never a freed
+// code object's recycled address.
+struct CodeSites {
+  bool library = false;
+  std::unordered_map<int, c10_npu::LaunchSite> by_instruction;
+};
+
+class SiteCache {
+ public:
+  // Entries are bounded: a program that keeps creating code (exec in a
+  // loop) starts over rather than holding all of it alive. Work items keep
+  // their own reference to the sites they name.
+  static constexpr size_t kMaxCodeObjects = 4096;
+
+  CodeSites& entry(PyCodeObject* code) {
+    auto it = codes_.find(code);
+    if (it != codes_.end()) {
+      return it->second;
+    }
+    if (codes_.size() >= kMaxCodeObjects) {
+      clear();
+    }
+    Py_INCREF(code);
+    CodeSites& sites = codes_[code];
+    sites.library = is_library_file(filename(code));
+    return sites;
+  }
+
+  static c10_npu::LaunchSite site(CodeSites& sites, PyFrameObject* frame, PyCodeObject* code) {
+    c10_npu::LaunchSite& site = sites.by_instruction[last_instruction(frame)];
+    if (site == nullptr) {
+      site = std::make_shared<const std::string>(
+          std::string(filename(code)) + ":" + std::to_string(PyFrame_GetLineNumber(frame)));
+    }
+    return site;
+  }
+
+ private:
+  static const char* filename(PyCodeObject* code) {
+    const char* name = PyUnicode_AsUTF8(code->co_filename);
+    if (name == nullptr) {
+      PyErr_Clear();
+      return "<unknown>";
+    }
+    return name;
+  }
+
+  void clear() {
+    for (auto& [code, sites] : codes_) {
+      Py_DECREF(code);
+    }
+    codes_.clear();
+  }
+
+  std::unordered_map<PyCodeObject*, CodeSites> codes_;
+};
+
+// Guarded by the GIL. Never destroyed: it holds Python objects, which must
+// not be released after the interpreter has finalised.
+SiteCache& site_cache() {
+  static auto* cache = new SiteCache();
+  return *cache;
+}
+
 } // namespace
 
-std::string python_launch_site() {
-  if (!Py_IsInitialized()) {
-    return {};
+c10_npu::LaunchSite capture_launch_site() {
+  // A thread that has never run Python has no thread state: no line, and
+  // no GIL to take (this check needs none).
+  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) {
+    return nullptr;
   }
   const PyGILState_STATE gil = PyGILState_Ensure();
-  std::string innermost;
-  std::string site;
+  SiteCache& cache = site_cache();
+  c10_npu::LaunchSite innermost;
+  c10_npu::LaunchSite site;
   PyFrameObject* frame = PyEval_GetFrame(); // borrowed
   Py_XINCREF(frame);
-  while (frame != nullptr && site.empty()) {
+  while (frame != nullptr && site == nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame); // new reference
-    const char* filename = PyUnicode_AsUTF8(code->co_filename);
-    if (filename == nullptr) {
-      PyErr_Clear();
-      filename = "<unknown>";
-    }
-    std::string here = std::string(filename) + ":" + std::to_string(PyFrame_GetLineNumber(frame));
-    if (!is_library_file(filename)) {
-      site = std::move(here);
-    } else if (innermost.empty()) {
-      innermost = std::move(here);
+    CodeSites& sites = cache.entry(code);
+    if (!sites.library) {
+      site = SiteCache::site(sites, frame, code);
+    } else if (innermost == nullptr) {
+      innermost = SiteCache::site(sites, frame, code);
     }
     Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame); // new reference
@@ -50,14 +123,7 @@ std::string python_launch_site() {
   }
   Py_XDECREF(frame);
   PyGILState_Release(gil);
-  return site.empty() ? innermost : site;
-}
-
-void add_launch_site(c10::Error& error) {
-  const std::string site = python_launch_site();
-  if (!site.empty()) {
-    error.add_context("launched from " + site);
-  }
+  return site != nullptr ? site : innermost;
 }
 
 } // namespace torch_npu_ops

@@ -78,7 +78,12 @@ std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op) {
           continue;
         }
         auto handle = c10::Dispatcher::singleton().findOp(name);
-        if (handle.has_value() && is_out_variant_of(handle->schema(), schema)) {
+        // Only an out= kernel of the CPU's own writes into its argument. One
+        // that exists only as a composite kernel is mostly PyTorch's
+        // generated "run the functional op, copy into out" (convolution.out):
+        // the executor's own copy of the functional result is faster.
+        if (handle.has_value() && is_out_variant_of(handle->schema(), schema) &&
+            handle->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
           found = handle;
           break;
         }

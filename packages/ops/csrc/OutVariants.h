@@ -12,7 +12,8 @@
 namespace torch_npu_ops {
 
 // The overload of `op` that takes the same arguments followed by one
-// `Tensor(a!) out` per return, if `op` is functional and has one.
+// `Tensor(a!) out` per return, if `op` is functional and has one with a CPU
+// kernel.
 std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op);
 
 // Stops out_variant from offering an out= overload for `op` (its out= kernel

@@ -18,14 +18,14 @@ intptr_t host_access_offset() {
   return offset;
 }
 
-void set_device_work_error(const char* message) {
-  if (launch_blocking()) {
-    // Raised by the launching call itself, which can add its own context.
-    acl::api().npuSimSetWorkError(message);
-    return;
+void set_device_work_error(const char* message, const std::string* launched_from) {
+  std::string text = message;
+  if (launched_from != nullptr && !launched_from->empty()) {
+    text += " (launched from " + *launched_from + ")";
+  } else if (!launch_blocking()) {
+    // Raised at a later synchronisation, far from the launching line.
+    text += " (set ASCEND_LAUNCH_BLOCKING=1 to see the Python line that launched it)";
   }
-  const std::string text = std::string(message) +
-      " (set ASCEND_LAUNCH_BLOCKING=1 to see the Python line that launched it)";
   acl::api().npuSimSetWorkError(text.c_str());
 }
 

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include <c10/util/Exception.h>
@@ -31,33 +33,50 @@ inline T* host_access(T* device_ptr) {
 // Enqueues a raw work item; returns its id. Honours ASCEND_LAUNCH_BLOCKING.
 TORCH_NPU_API uint64_t launch_work(const NPUStream& stream, const npuSimWork& work);
 
+// Where the host launched a work item ("train.py:42"), named in the work's
+// error message. Core does not look at the Python stack; a launcher that
+// can (the ops package) captures it. Shared: launches from one line share
+// one string, and the work item may outlive the launcher's cache entry.
+using LaunchSite = std::shared_ptr<const std::string>;
+
 // Records `message` as the error of the device work now running on this
-// worker; the next synchronising call raises it. Unless every launch
-// synchronises (ASCEND_LAUNCH_BLOCKING=1), that call is far from the line
-// that launched the work, so the message says how to find that line.
-TORCH_NPU_API void set_device_work_error(const char* message);
+// worker; the next synchronising call raises it. That call is usually far
+// from the line that launched the work: the message names `launched_from`
+// when the launcher captured it, and otherwise (unless every launch
+// synchronises, ASCEND_LAUNCH_BLOCKING=1) says how to find the line.
+TORCH_NPU_API void set_device_work_error(const char* message, const std::string* launched_from = nullptr);
+
+// Runs a work item's body, turning an exception into its device-work error.
+template <typename Body>
+aclError run_work_body(Body& body, const std::string* launched_from) noexcept {
+  try {
+    body();
+    return ACL_SUCCESS;
+  } catch (const c10::Error& e) {
+    set_device_work_error(e.what_without_backtrace(), launched_from);
+  } catch (const std::exception& e) {
+    set_device_work_error(e.what(), launched_from);
+  }
+  return ACL_ERROR_RT_AICORE_EXCEPTION;
+}
 
 // Enqueues `fn()` (a callable, moved into the work item) as device work named
 // `name` (static storage). An exception thrown by `fn` becomes a device-work
-// error reported by the next synchronising call.
+// error reported by the next synchronising call, naming `site` if given.
 template <typename Fn>
-uint64_t launch_host_work(const NPUStream& stream, const char* name, Fn&& fn) {
-  using Closure = std::decay_t<Fn>;
+uint64_t launch_host_work(const NPUStream& stream, const char* name, Fn&& fn, LaunchSite site = nullptr) {
+  struct Closure {
+    std::decay_t<Fn> fn;
+    LaunchSite site;
+  };
   npuSimWork work{};
   work.name = name;
   // From here on the work item owns the closure: launch_work releases it
   // itself if the launch fails.
-  work.ctx = new Closure(std::forward<Fn>(fn));
+  work.ctx = new Closure{std::forward<Fn>(fn), std::move(site)};
   work.run = [](void* ctx) -> aclError {
-    try {
-      (*static_cast<Closure*>(ctx))();
-      return ACL_SUCCESS;
-    } catch (const c10::Error& e) {
-      set_device_work_error(e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      set_device_work_error(e.what());
-    }
-    return ACL_ERROR_RT_AICORE_EXCEPTION;
+    auto* closure = static_cast<Closure*>(ctx);
+    return run_work_body(closure->fn, closure->site.get());
   };
   work.release = [](void* ctx) { delete static_cast<Closure*>(ctx); };
   return launch_work(stream, work);

@@ -28,6 +28,7 @@
 
 #include "acl_types.h"
 #include "errors.h"
+#include "util.h"
 #include "work_item.h"
 
 namespace npu_sim {
@@ -128,8 +129,13 @@ class Stream {
   const uint32_t serial_;
   std::atomic<int32_t> refs_{1};
 
+  // The three groups below are written by different threads (producers,
+  // the worker, failing work): each starts a cache line of its own, so that
+  // the worker counting a finished item does not take the line a producer
+  // is enqueuing into.
+
   // ---- producers -> worker ----
-  std::mutex queue_mutex_;
+  alignas(kCacheLine) std::mutex queue_mutex_;
   std::condition_variable worker_cv_;
   std::vector<WorkItem> incoming_;   // guarded by queue_mutex_
   bool worker_sleeping_ = false;     // guarded by queue_mutex_
@@ -146,7 +152,7 @@ class Stream {
   std::atomic<bool> worker_exited_{false};
 
   // ---- worker -> synchronizers ----
-  std::atomic<uint64_t> completed_{0};
+  alignas(kCacheLine) std::atomic<uint64_t> completed_{0};
   // Smallest `completed_` a sleeping synchronizer waits for (UINT64_MAX:
   // nobody sleeps), so the worker signals only when it matters.
   std::atomic<uint64_t> wake_target_{UINT64_MAX};
@@ -162,7 +168,7 @@ class Stream {
   double bulk_ns_per_byte_ = 0.1;
 
   // ---- device-work failures ----
-  std::atomic<bool> has_error_{false};
+  alignas(kCacheLine) std::atomic<bool> has_error_{false};
   std::mutex error_mutex_;
   std::shared_ptr<WorkError> error_; // guarded by error_mutex_
 };

@@ -54,6 +54,10 @@ inline int64_t nowNs() {
 
 // Tells the core we are spinning (cheaper for the sibling hyperthread and
 // for power than a bare loop).
+// Data written by different threads goes on separate cache lines of this
+// size (x86-64 and most AArch64 cores).
+constexpr size_t kCacheLine = 64;
+
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
