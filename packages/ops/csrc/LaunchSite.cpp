@@ -21,6 +21,15 @@ bool is_library_file(std::string_view filename) {
   return false;
 }
 
+// Taking the GIL while the interpreter finalises ends a non-main thread.
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 int last_instruction(PyFrameObject* frame) {
 #if PY_VERSION_HEX >= 0x030B0000
   return PyFrame_GetLasti(frame);
@@ -99,7 +108,7 @@ SiteCache& site_cache() {
 c10_npu::LaunchSite capture_launch_site() {
   // A thread that has never run Python has no thread state: no line, and
   // no GIL to take (this check needs none).
-  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) {
+  if (!Py_IsInitialized() || interpreter_finalizing() || PyGILState_GetThisThreadState() == nullptr) {
     return nullptr;
   }
   const PyGILState_STATE gil = PyGILState_Ensure();

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import threading
 
 import pytest
 import torch
@@ -143,6 +144,26 @@ def test_asynchronous_errors_name_the_user_line_not_torch_internals():
         with pytest.raises(RuntimeError, match="out of range") as info:
             torch.npu.synchronize()
         assert f"launched from {__file__}:{line})" in str(info.value)
+
+
+def test_errors_of_work_launched_by_another_python_thread_name_its_line():
+    x = torch.arange(4.0).npu()
+    messages = []
+
+    def worker():
+        y = x.index_select(0, torch.tensor([9]).npu())  # noqa: F841
+        messages.append(inspect.currentframe().f_lineno - 1)
+        try:
+            torch.npu.synchronize()
+        except RuntimeError as error:
+            messages.append(str(error))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    line, message = messages
+    assert "out of range" in message
+    assert f"launched from {__file__}:{line})" in message
 
 
 def test_large_results_of_ops_without_an_out_kernel_match_cpu():
