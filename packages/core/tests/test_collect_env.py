@@ -6,12 +6,12 @@ The subprocess tests need torch_npu installed with its extension built
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
 import subprocess
 import sys
-import tomllib
 import uuid
 from pathlib import Path
 
@@ -22,8 +22,8 @@ COLLECT_ENV_PY = CORE / "torch_npu" / "utils" / "collect_env.py"
 
 
 def _core_version() -> str:
-    with open(CORE / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["project"]["version"]
+    # The installed distribution's (tomllib, for pyproject.toml, needs 3.11).
+    return importlib.metadata.version("torch-npu-core")
 
 
 def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
