@@ -7,7 +7,10 @@ runs them all. Needs ``packaging`` (in every environment ./dev makes).
 from __future__ import annotations
 
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (matrix rows): the same parser, from PyPI
+    import tomli as tomllib
 from typing import Callable, Dict, List
 
 from packaging.requirements import Requirement

@@ -6,7 +6,7 @@
 - ``runs.json``: passing runs of row sessions, written by
   ``python -m compat record`` (nox does it with ``COMPAT_RECORD=1``).
 
-Only the standard library (Python >= 3.11 for tomllib) and core's standalone
+Only the standard library (tomllib; tomli on Python 3.10) and core's standalone
 ``torch_npu/_cann_version.py`` (loaded by path: core need not be installed).
 """
 
@@ -15,7 +15,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (matrix rows): the same parser, from PyPI
+    import tomli as tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional

@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (matrix rows): the same parser, from PyPI
+    import tomli as tomllib
 from pathlib import Path
 
 import pytest
