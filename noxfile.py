@@ -116,7 +116,11 @@ def tests(session: nox.Session, torch: str, cann: str, python: str) -> None:
              "{d.metadata['Name']: d.version for d in m.distributions() "
              "if d.metadata['Name'].startswith('torch')}))"],
             capture_output=True, text=True, check=True).stdout)
-        command = f'nox -s "{session.name}"' + (f" -- {' '.join(session.posargs)}" if session.posargs else "")
+        # The environment a rerun needs: pyenv's other Pythons, a torch from PyPI.
+        prefix = "".join(f"{name}={os.environ[name]} " for name in ("PYENV_VERSION", ALLOW_DOWNLOAD_ENV)
+                         if os.environ.get(name))
+        command = (f'{prefix}nox -s "{session.name}"'
+                   + (f" -- {' '.join(session.posargs)}" if session.posargs else ""))
         session.run(sys.executable, "-m", "compat", "record", "--torch", torch, "--cann", cann,
                     "--python", python, "--command", command,
                     "--summary", _pytest_summary(output),
