@@ -30,6 +30,21 @@ bool interpreter_finalizing() {
 #endif
 }
 
+// Whether this thread is inside Python code (has a frame). Reads only this
+// thread's own state, which no other thread changes, so it needs no GIL:
+// autograd's device threads keep a Python thread state for their Python
+// hooks but launch backward ops from C++, and must not queue for the GIL
+// (behind another thread running Python) for every op to find no line.
+bool in_python_code(PyThreadState* thread) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return thread->current_frame != nullptr;
+#elif PY_VERSION_HEX >= 0x030B0000
+  return thread->cframe != nullptr && thread->cframe->current_frame != nullptr;
+#else
+  return thread->frame != nullptr;
+#endif
+}
+
 int last_instruction(PyFrameObject* frame) {
 #if PY_VERSION_HEX >= 0x030B0000
   return PyFrame_GetLasti(frame);
@@ -106,9 +121,12 @@ SiteCache& site_cache() {
 } // namespace
 
 c10_npu::LaunchSite capture_launch_site() {
-  // A thread that has never run Python has no thread state: no line, and
-  // no GIL to take (this check needs none).
-  if (!Py_IsInitialized() || interpreter_finalizing() || PyGILState_GetThisThreadState() == nullptr) {
+  // Threads outside Python code have no line: no GIL to take.
+  if (!Py_IsInitialized() || interpreter_finalizing()) {
+    return nullptr;
+  }
+  PyThreadState* thread = PyGILState_GetThisThreadState();
+  if (thread == nullptr || !in_python_code(thread)) {
     return nullptr;
   }
   const PyGILState_STATE gil = PyGILState_Ensure();

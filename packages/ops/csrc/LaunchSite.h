@@ -12,8 +12,8 @@
 //
 // Taking the GIL here is one more hand-off of the kind the op's return to
 // Python makes anyway: while another thread runs Python it may wait for the
-// switch interval, as that return does. Threads without a Python thread
-// state (autograd's device threads) never take it.
+// switch interval, as that return does. Threads outside Python code
+// (autograd's device threads running the backward) never take it.
 #pragma once
 
 #include "npu/NPUWork.h"
