@@ -48,54 +48,51 @@ namespace torch_npu_ops::fast {
 
 // --- Which calls take the fast path -----------------------------------------
 
-// Walks a kernel's arguments: finds the npu device and rejects what only the
-// generic executor handles.
-class ArgumentCheck {
- public:
-  void operator()(const at::Tensor& t) {
-    if (!t.defined()) {
-      return;
-    }
-    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-    if (impl->is_conj() || impl->is_neg()) {
-      ok_ = false;
-      return;
-    }
-    if (impl->device_type() == c10::DeviceType::PrivateUse1) {
-      const c10::Device device = impl->device();
-      if (!device_.has_value()) {
-        device_ = device;
-      } else if (*device_ != device) {
-        ok_ = false; // the generic executor raises the device-mismatch error
+// Calls `f` on each defined tensor among a kernel's arguments (tensors and
+// present optional tensors); other arguments are skipped.
+template <typename F, typename... Args>
+void for_each_tensor_argument(F&& f, const Args&... args) {
+  const auto visit = [&f](const auto& arg) {
+    using Arg = std::decay_t<decltype(arg)>;
+    if constexpr (std::is_same_v<Arg, at::Tensor>) {
+      if (arg.defined()) {
+        f(arg);
       }
-      return;
+    } else if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>) {
+      if (arg.has_value() && arg->defined()) {
+        f(*arg);
+      }
     }
-    // 0-dim host tensors are scalars (Python numbers wrapped by the argument
-    // parser, or tensors like CUDA allows): their value is captured.
-    ok_ &= impl->device_type() == c10::DeviceType::CPU && impl->dim() == 0;
-  }
-  void operator()(const std::optional<at::Tensor>& t) {
-    if (t.has_value()) {
-      (*this)(*t);
-    }
-  }
-  template <typename T>
-  void operator()(const T&) {}
+  };
+  (visit(args), ...);
+}
 
-  std::optional<c10::Device> device() const {
-    return ok_ ? device_ : std::nullopt;
-  }
-
- private:
-  std::optional<c10::Device> device_;
-  bool ok_ = true;
-};
-
+// The npu device of a kernel's arguments, or nullopt for what only the
+// generic executor handles.
 template <typename... Args>
 std::optional<c10::Device> fast_path_device(const Args&... args) {
-  ArgumentCheck check;
-  (check(args), ...);
-  return check.device();
+  std::optional<c10::Device> device;
+  bool ok = true;
+  for_each_tensor_argument(
+      [&](const at::Tensor& t) {
+        const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+        if (impl->is_conj() || impl->is_neg()) {
+          ok = false;
+        } else if (impl->device_type() == c10::DeviceType::PrivateUse1) {
+          if (!device.has_value()) {
+            device = impl->device();
+          } else if (*device != impl->device()) {
+            ok = false; // the generic executor raises the device-mismatch error
+          }
+        } else {
+          // 0-dim host tensors are scalars (Python numbers wrapped by the
+          // argument parser, or tensors like CUDA allows): their value is
+          // captured.
+          ok &= impl->device_type() == c10::DeviceType::CPU && impl->dim() == 0;
+        }
+      },
+      args...);
+  return ok ? device : std::nullopt;
 }
 
 // The op's device made current (only if it is not: switching costs), and the
@@ -213,32 +210,12 @@ struct DeviceWork {
 // functions raise every other error at the call. Only such launches pay for
 // capturing the Python line (LaunchSite.h); under ASCEND_LAUNCH_BLOCKING=1,
 // where the cost does not matter, all do.
-class IntegerOperand {
- public:
-  void operator()(const at::Tensor& t) {
-    found_ |= t.defined() && c10::isIntegralType(t.scalar_type(), /*includeBool=*/true);
-  }
-  void operator()(const std::optional<at::Tensor>& t) {
-    if (t.has_value()) {
-      (*this)(*t);
-    }
-  }
-  template <typename T>
-  void operator()(const T&) {}
-
-  bool found() const {
-    return found_;
-  }
-
- private:
-  bool found_ = false;
-};
-
 template <typename... Args>
 c10_npu::LaunchSite launch_site_if_work_can_fail(const Args&... args) {
-  IntegerOperand integer;
-  (integer(args), ...);
-  return integer.found() || c10_npu::launch_blocking() ? capture_launch_site() : nullptr;
+  bool integer = false;
+  for_each_tensor_argument(
+      [&](const at::Tensor& t) { integer |= c10::isIntegralType(t.scalar_type(), /*includeBool=*/true); }, args...);
+  return integer || c10_npu::launch_blocking() ? capture_launch_site() : nullptr;
 }
 
 // Queues `work` (a DeviceWork) on `stream`, in recycled memory (see

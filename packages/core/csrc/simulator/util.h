@@ -52,12 +52,12 @@ inline int64_t nowNs() {
       .count();
 }
 
-// Tells the core we are spinning (cheaper for the sibling hyperthread and
-// for power than a bare loop).
 // Data written by different threads goes on separate cache lines of this
 // size (x86-64 and most AArch64 cores).
 constexpr size_t kCacheLine = 64;
 
+// Tells the core we are spinning (cheaper for the sibling hyperthread and
+// for power than a bare loop).
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
