@@ -68,6 +68,10 @@ from . import utils as utils  # noqa: E402  (torch_npu.utils.get_cann_version, a
 
 _serialization.register()
 
+from . import _autograd_exit  # noqa: E402
+
+_autograd_exit.register()
+
 #: Directory to add to CMAKE_PREFIX_PATH for ``find_package(TorchNPUCore)``.
 cmake_prefix_path: str = _os.path.join(_os.path.dirname(_C.__file__), "share", "cmake")
 
