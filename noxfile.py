@@ -45,6 +45,9 @@ OUR_DISTRIBUTIONS = {
     "graph": "torch-npu-graph", "profiler": "torch-npu-profiler", "torch-npu": "torch-npu",
 }
 RUFF = "ruff==0.17.6"
+# What a new row environment takes on disk, with room to spare: PyPI's torch
+# is a CUDA build, about 5.6 GB installed with its nvidia-* dependencies.
+ROW_ENV_DISK_BYTES = 7 * 2**30
 
 nox.options.sessions = ["compat_check", "build", "install_check", "lint"]
 nox.options.error_on_missing_interpreters = False
@@ -98,6 +101,8 @@ def tests(session: nox.Session, torch: str, cann: str, python: str) -> None:
         )
     pins = MATRIX.pins(torch)
     venv = _row_env(torch, python)
+    if not venv.exists():
+        _require_free_disk(session, venv, ROW_ENV_DISK_BYTES)
     env = {
         "DEV_TORCH": torch,
         "DEV_PYBIND11": pins["pybind11"],
@@ -126,6 +131,17 @@ def tests(session: nox.Session, torch: str, cann: str, python: str) -> None:
                     "--summary", _pytest_summary(output),
                     "--date", datetime.date.today().isoformat(),
                     *[f"--version={k}={v}" for k, v in versions.items()], external=True)
+
+
+def _require_free_disk(session: nox.Session, venv: Path, needed: int) -> None:
+    """Fail before pip does: a full disk midway leaves a broken environment
+    and an OSError that does not say which step needed the space."""
+    free = shutil.disk_usage(venv.parent if venv.parent.exists() else ROOT).free
+    if free < needed:
+        session.error(
+            f"{venv} would need about {needed / 2**30:.0f} GiB of disk and "
+            f"{free / 2**30:.1f} GiB is free: free some space (`nox -s clean` removes "
+            f"the row environments and dist/) and run again")
 
 
 @nox.session(venv_backend="none")
@@ -175,6 +191,9 @@ def install_check(session: nox.Session, selection: str) -> None:
     with session.chdir(session.create_tmp()):
         session.run("python", str(ROOT / "compat" / "install_probe.py"), selection,
                     env={"NPU_SIM_CHECKER": "1"})
+    # Each check's environment holds a full torch (about 1 GB) and is made
+    # afresh every run; once it has passed, the disk is worth more.
+    shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
 
 @nox.session(python=MATRIX.default.python)
