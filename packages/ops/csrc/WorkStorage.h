@@ -6,7 +6,9 @@
 // go back to the host's arena under the arena lock, while the host's
 // allocations miss its cache and take that lock too, for every op. Work items
 // of up to kWorkBlockSize bytes are therefore recycled: the worker returns
-// blocks to a lock-free list that the host takes back in one exchange.
+// blocks in batches to a lock-free list that the host takes in one exchange
+// (once per batch, not per op: each exchange and each block header the
+// worker wrote costs the host a cache line from the worker's core).
 #pragma once
 
 #include <cstddef>

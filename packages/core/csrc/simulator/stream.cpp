@@ -117,7 +117,7 @@ aclError Stream::ensureWorker() {
   if (started_.load(std::memory_order_acquire)) {
     return ACL_SUCCESS;
   }
-  std::lock_guard lock(queue_mutex_);
+  std::lock_guard lock(start_mutex_);
   if (started_.load(std::memory_order_relaxed)) {
     return ACL_SUCCESS;
   }
@@ -138,20 +138,24 @@ aclError Stream::ensureWorker() {
 }
 
 void Stream::enqueue(const WorkItem& item) {
-  bool wake = false;
+  const uint64_t number = queue_.push(item);
+  if (isBulk(item)) {
+    last_bulk_item_.store(number, std::memory_order_release);
+  }
+  // No fence between publishing and this load (it would cost a round trip
+  // between cores per item): a worker going to sleep at this very moment
+  // can miss the item, which its first, short sleep bounds (awaitWork).
+  if (worker_sleeping_.load(std::memory_order_relaxed)) {
+    wakeWorker();
+  }
+}
+
+void Stream::wakeWorker() {
   {
-    std::lock_guard lock(queue_mutex_);
-    incoming_.push_back(item);
-    const uint64_t number = enqueued_.fetch_add(1, std::memory_order_release) + 1;
-    if (isBulk(item)) {
-      last_bulk_item_.store(number, std::memory_order_release);
-    }
-    wake = worker_sleeping_;
-    worker_sleeping_ = false;
+    std::lock_guard lock(sleep_mutex_);
+    worker_sleeping_.store(false, std::memory_order_relaxed);
   }
-  if (wake) {
-    worker_cv_.notify_one();
-  }
+  worker_cv_.notify_one();
 }
 
 // ---------------------------------------------------------------------------
@@ -176,70 +180,51 @@ bool Stream::yieldThroughBulk(uint64_t target) {
 }
 
 bool Stream::runQueuedHere(uint64_t target) {
-  if (Stream::current() == this) {
+  if (Stream::current() == this || abandon_.load(std::memory_order_relaxed)) {
     return false;
   }
-  {
-    std::lock_guard lock(queue_mutex_);
-    const uint64_t completed = completed_.load(std::memory_order_acquire);
-    if (worker_running_ || thief_running_ || incoming_.empty() ||
-        abandon_.load(std::memory_order_relaxed) || completed >= target) {
-      return false;
-    }
-    // Only the items this wait needs, and only up to the first one that
-    // must run on the worker.
-    const auto needed = static_cast<size_t>(
-        std::min<uint64_t>(target - completed, incoming_.size()));
-    size_t count = 0;
-    while (count < needed && isStealable(incoming_[count])) {
-      ++count;
-    }
-    if (count == 0) {
-      return false;
-    }
-    stolen_.assign(std::make_move_iterator(incoming_.begin()),
-                   std::make_move_iterator(incoming_.begin() + static_cast<ptrdiff_t>(count)));
-    incoming_.erase(incoming_.begin(), incoming_.begin() + static_cast<ptrdiff_t>(count));
-    thief_running_ = true;
+  // Only while the worker is idle: a busy worker holds the consumer mutex.
+  std::unique_lock consumer(consumer_mutex_, std::try_to_lock);
+  if (!consumer.owns_lock()) {
+    return false;
   }
-  // Executing exclusively (the worker waits while thief_running_), in queue
-  // order, counting completions exactly as the worker does.
+  // Only the items this wait needs, and only up to the first one that must
+  // run on the worker; counted exactly as the worker counts them.
   uint64_t done = completed_.load(std::memory_order_relaxed);
-  bool wake_worker = false;
-  for (size_t i = 0; i < stolen_.size(); ++i) {
-    execute(stolen_[i]);
-    if (i + 1 < stolen_.size()) {
-      completed_.store(++done, std::memory_order_seq_cst);
-    } else {
-      // Hand execution back before the last completion shows, so that the
-      // worker can take what came meanwhile.
-      std::lock_guard lock(queue_mutex_);
-      thief_running_ = false;
-      stolen_.clear();
-      completed_.store(++done, std::memory_order_seq_cst);
-      wake_worker = worker_sleeping_ && !incoming_.empty();
-      if (wake_worker) {
-        worker_sleeping_ = false;
-      }
+  const uint64_t end = std::min(target, queue_.published());
+  const uint64_t first = done;
+  while (done < end && !abandon_.load(std::memory_order_relaxed)) {
+    WorkItem& item = queue_.at(done);
+    if (!isStealable(item)) {
       break;
     }
+    execute(item);
+    completed_.store(++done, std::memory_order_seq_cst);
     if (done >= wake_target_.load(std::memory_order_seq_cst)) {
       notifyWaiters();
     }
   }
-  if (done >= wake_target_.load(std::memory_order_seq_cst)) {
-    notifyWaiters();
+  consumer.unlock();
+  // A worker that fell asleep meanwhile may have been woken for the items
+  // run here and gone back to sleep; the rest is its to run.
+  if (done != first && hasWork() && worker_sleeping_.load(std::memory_order_seq_cst)) {
+    wakeWorker();
   }
-  if (wake_worker) {
-    worker_cv_.notify_one();
-  }
-  return true;
+  return done != first;
 }
 
 bool Stream::waitFor(uint64_t target) {
   const auto done = [&] { return reached(target); };
   if (reached(target)) {
     return true;
+  }
+  // Producers do not fence between publishing an item and looking whether
+  // the worker sleeps (see enqueue); this fence pairs with the worker's
+  // before it sleeps, so that a worker which missed our item is seen
+  // asleep here and woken now rather than after its first sleep.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (worker_sleeping_.load(std::memory_order_relaxed) && hasWork()) {
+    wakeWorker();
   }
   // Waking a sleeping worker takes 100-250 us on a VM whose other virtual
   // CPU is idle, and the copy then runs on a CPU that was idle; the caller
@@ -382,6 +367,38 @@ void Executor::operator()(UserWork& w) const {
   }
 }
 
+bool Stream::awaitWork() {
+  const auto ready = [&] {
+    return hasWork() || abandon_.load(std::memory_order_relaxed) || stop_.load(std::memory_order_relaxed);
+  };
+  while (true) {
+    if (abandon_.load(std::memory_order_relaxed)) {
+      return false; // process exit: the rest is abandoned
+    }
+    if (hasWork()) {
+      return true;
+    }
+    if (stop_.load(std::memory_order_relaxed)) {
+      return false; // destroy() drained the queue first
+    }
+    if (spinUntil(ready, kWorkerIdleSpin)) {
+      continue;
+    }
+    // Sleep. Producers wake a worker they see asleep, without a fence (see
+    // enqueue): one publishing just as the flag is set may not see it while
+    // the check below does not see its item yet. The first sleep is
+    // therefore short; once the flag has long been visible, no producer
+    // misses it, and the worker sleeps until woken.
+    worker_sleeping_.store(true, std::memory_order_seq_cst);
+    std::unique_lock lock(sleep_mutex_);
+    const auto woken = [&] { return !worker_sleeping_.load(std::memory_order_relaxed) || ready(); };
+    if (!worker_cv_.wait_for(lock, kWorkerFirstSleep, woken)) {
+      worker_cv_.wait(lock, woken);
+    }
+    worker_sleeping_.store(false, std::memory_order_relaxed);
+  }
+}
+
 void Stream::workerMain() {
   tls_worker_stream = this;
   // Device work runs "on" its device: acl calls it makes with a null
@@ -407,52 +424,30 @@ void Stream::workerMain() {
     }
   } exit_flag{*this};
 
-  std::vector<WorkItem> batch;
-  uint64_t done = 0;
-  while (true) {
-    {
-      std::unique_lock lock(queue_mutex_);
-      worker_running_ = false;
-      // Work to take, unless a synchronizer is running items itself.
-      const auto ready = [&] {
-        return (!incoming_.empty() && !thief_running_) || (stop_ && !thief_running_) ||
-            abandon_.load(std::memory_order_relaxed);
-      };
-      if (!ready()) {
-        lock.unlock();
-        spinUntil(
-            [&] {
-              return enqueued_.load(std::memory_order_acquire) !=
-                  completed_.load(std::memory_order_acquire) ||
-                  abandon_.load(std::memory_order_relaxed);
-            },
-            kWorkerIdleSpin);
-        lock.lock();
-        while (!ready()) {
-          worker_sleeping_ = true;
-          worker_cv_.wait(lock);
-        }
-        worker_sleeping_ = false;
+  while (awaitWork()) {
+    std::unique_lock consumer(consumer_mutex_, std::try_to_lock);
+    if (!consumer.owns_lock()) {
+      // A synchronizer is running leading copies: usually short. Sleeping
+      // in the mutex would cost a wake-up (see kWaiterBulkSpin).
+      if (!spinUntil([&] { return consumer.try_lock(); }, kWorkerIdleSpin)) {
+        consumer.lock();
       }
-      if (abandon_.load(std::memory_order_relaxed) || (stop_ && incoming_.empty())) {
+    }
+    // Synchronizers may have run items since the worker last did. The
+    // worker keeps the consumer mutex while items keep coming.
+    uint64_t done = completed_.load(std::memory_order_relaxed);
+    for (uint64_t end; done < (end = queue_.published());) {
+      while (done < end && !abandon_.load(std::memory_order_relaxed)) {
+        execute(queue_.at(done));
+        completed_.store(++done, std::memory_order_seq_cst);
+        if (done >= wake_target_.load(std::memory_order_seq_cst)) {
+          notifyWaiters();
+        }
+      }
+      if (abandon_.load(std::memory_order_relaxed)) {
         break;
       }
-      batch.swap(incoming_);
-      worker_running_ = true;
-      // Synchronizers may have run items since the last batch.
-      done = completed_.load(std::memory_order_relaxed);
     }
-    for (WorkItem& item : batch) {
-      if (abandon_.load(std::memory_order_relaxed)) {
-        break; // process exit: the rest is abandoned
-      }
-      execute(item);
-      completed_.store(++done, std::memory_order_seq_cst);
-      if (done >= wake_target_.load(std::memory_order_seq_cst)) {
-        notifyWaiters();
-      }
-    }
-    batch.clear();
   }
   tls_worker_stream = nullptr;
   exit_flag.normal = true;
@@ -464,11 +459,8 @@ void Stream::workerMain() {
 void Stream::destroy() {
   magic_.store(0, std::memory_order_relaxed);
   waitFor(enqueued());
-  {
-    std::lock_guard lock(queue_mutex_);
-    stop_ = true;
-  }
-  worker_cv_.notify_all();
+  stop_.store(true, std::memory_order_relaxed);
+  wakeWorker();
   if (worker_.joinable()) {
     worker_.join();
   }
@@ -476,11 +468,8 @@ void Stream::destroy() {
 
 void Stream::requestExit() {
   abandon_.store(true, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(queue_mutex_);
-    stop_ = true;
-  }
-  worker_cv_.notify_all();
+  stop_.store(true, std::memory_order_relaxed);
+  wakeWorker();
 }
 
 void Stream::finishExit(int64_t deadline_ns) {

@@ -2,15 +2,15 @@
 // thread.
 //
 // Enqueue is the hot path (every device op of PyTorch goes through it):
-// producers append to a mutex-protected vector that the worker swaps out in
-// batches; the worker spins for a few tens of microseconds after draining
-// before it sleeps, and producers only signal it when it really sleeps.
+// producers append to a WorkQueue (work_queue.h), touching no cache line
+// the worker writes; the worker spins for a few tens of microseconds after
+// draining before it sleeps, and producers only signal it when it sleeps.
 // Completion is a counter of executed items; synchronizers spin briefly
 // on it, then sleep on a condition variable the worker signals only when
 // somebody sleeps there. Two exceptions spare a synchronizer the wake-ups
 // (100-250 us each on a VM with an idle virtual CPU): when the worker is
 // idle, the synchronizer runs the leading copies, memsets and event records
-// it waits for itself (one executor at a time, so order is kept); while
+// it waits for itself (one consumer at a time, so order is kept); while
 // the worker is in a large copy due to end soon, it yields instead of
 // sleeping.
 //
@@ -30,6 +30,7 @@
 #include "errors.h"
 #include "util.h"
 #include "work_item.h"
+#include "work_queue.h"
 
 namespace npu_sim {
 
@@ -76,7 +77,7 @@ class Stream {
 
   // Number of items enqueued so far; waitFor(enqueued()) drains.
   uint64_t enqueued() const {
-    return enqueued_.load(std::memory_order_acquire);
+    return queue_.published();
   }
   bool reached(uint64_t target) const {
     return completed_.load(std::memory_order_acquire) >= target;
@@ -110,6 +111,13 @@ class Stream {
 
  private:
   void workerMain();
+  // Worker: waits until there is work to run (true) or the worker must
+  // stop (false).
+  bool awaitWork();
+  bool hasWork() const {
+    return queue_.published() != completed_.load(std::memory_order_seq_cst);
+  }
+  void wakeWorker();
   void execute(WorkItem& item);
   void notifyWaiters();
   // Waiter side: yields while the worker is in a large copy expected to
@@ -129,27 +137,25 @@ class Stream {
   const uint32_t serial_;
   std::atomic<int32_t> refs_{1};
 
-  // The three groups below are written by different threads (producers,
-  // the worker, failing work): each starts a cache line of its own, so that
-  // the worker counting a finished item does not take the line a producer
-  // is enqueuing into.
+  // The groups below are written by different threads (producers, the
+  // worker, failing work): each starts a cache line of its own, so that the
+  // worker counting a finished item does not take a line a producer needs.
 
   // ---- producers -> worker ----
-  alignas(kCacheLine) std::mutex queue_mutex_;
-  std::condition_variable worker_cv_;
-  std::vector<WorkItem> incoming_;   // guarded by queue_mutex_
-  bool worker_sleeping_ = false;     // guarded by queue_mutex_
-  // Who executes items: the worker (a batch) or one synchronizer (items it
-  // took from the front of incoming_), never both, so items run in order.
-  bool worker_running_ = false;      // guarded by queue_mutex_
-  bool thief_running_ = false;       // guarded by queue_mutex_
-  std::vector<WorkItem> stolen_;     // owned by the running synchronizer
-  bool stop_ = false;                // guarded by queue_mutex_
-  std::atomic<bool> started_{false};
+  WorkQueue queue_;
+  // Rarely written, read by every producer: a line of its own.
+  alignas(kCacheLine) std::atomic<bool> worker_sleeping_{false};
+  std::atomic<bool> stop_{false};    // destroy(): queued work is done
   std::atomic<bool> abandon_{false}; // process exit: drop queued work
-  std::atomic<uint64_t> enqueued_{0};
-  std::thread worker_;
+  std::atomic<bool> started_{false};
   std::atomic<bool> worker_exited_{false};
+  std::mutex start_mutex_;
+  std::mutex sleep_mutex_;
+  std::condition_variable worker_cv_;
+  std::thread worker_;
+  // Held by whoever executes items: the worker, or a synchronizer running
+  // leading items itself; never both, so items run in order.
+  std::mutex consumer_mutex_;
 
   // ---- worker -> synchronizers ----
   alignas(kCacheLine) std::atomic<uint64_t> completed_{0};
@@ -161,10 +167,10 @@ class Stream {
   // Estimated end (nowNs) of the large copy or memset the worker is in; 0
   // when it is in none. Cleared before the item counts as completed.
   std::atomic<int64_t> bulk_end_ns_{0};
-  // Number (1-based, as `enqueued_`) of the last large item enqueued.
+  // Number (1-based, as enqueued()) of the last large item enqueued.
   std::atomic<uint64_t> last_bulk_item_{0};
   // Recent copy speed (start: 10 GB/s); used by whoever executes items,
-  // worker or synchronizer, which the queue mutex orders.
+  // worker or synchronizer, which the consumer mutex orders.
   double bulk_ns_per_byte_ = 0.1;
 
   // ---- device-work failures ----

@@ -73,6 +73,10 @@ inline void cpuRelax() {
 // microseconds, so everybody spins this long before blocking.
 constexpr std::chrono::nanoseconds kWorkerIdleSpin{40'000};
 constexpr std::chrono::nanoseconds kWaiterSpin{20'000};
+// A worker's first sleep after its idle spin ends by itself after this
+// long (see Stream::awaitWork): it bounds the delay of an item whose
+// producer raced with the worker falling asleep.
+constexpr std::chrono::nanoseconds kWorkerFirstSleep{1'000'000};
 
 // A synchronizer whose stream's worker is inside a large copy or memset
 // keeps yielding instead of sleeping when the copy should end within this
