@@ -95,6 +95,24 @@ def test_many_threads_enqueue_to_one_stream(dev0):
     sim.destroy_stream(s)
 
 
+def test_a_deep_queue_runs_in_order_and_its_memory_is_reused(dev0):
+    # The queue is a list of 256-item segments: a backlog of several
+    # segments, drained, then a second one that reuses the first's.
+    sim = dev0
+    s = sim.create_stream()
+    for backlog in (1000, 1300):
+        gate = threading.Event()
+        ran = []
+        sim.launch(lambda: gate.wait(10) and 0, s)
+        for i in range(backlog):
+            sim.launch(lambda i=i: ran.append(i) or 0, s)
+        assert ran == []  # all queued behind the gate
+        gate.set()
+        sim.sync(s)
+        assert ran == list(range(backlog))
+    sim.destroy_stream(s)
+
+
 def test_destroy_stream_waits_for_its_work(dev0):
     sim = dev0
     s = sim.create_stream()
