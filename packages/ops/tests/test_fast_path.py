@@ -200,6 +200,37 @@ def test_counters_count_the_fast_path_as_asynchronous():
     assert counters == {"device_async": 2, "device_sync": 0, "fast_path": 2}
 
 
+def test_counters_include_ops_of_other_threads_running_and_exited():
+    # Each thread counts fast-path ops in a slot of its own.
+    import threading
+
+    a = torch.ones(4, device="npu")
+    torch_npu.ops.reset_execution_counters()
+    started, finish = threading.Event(), threading.Event()
+
+    def ops(n, wait):
+        for _ in range(n):
+            a + a
+        started.set()
+        if wait:
+            finish.wait(10)
+
+    running = threading.Thread(target=ops, args=(3, True))
+    running.start()
+    started.wait(10)
+    exited = threading.Thread(target=ops, args=(5, False))
+    exited.start()
+    exited.join()
+    a * 2
+    assert torch_npu.ops.execution_counters()["fast_path"] == 9
+    finish.set()
+    running.join()
+    assert torch_npu.ops.execution_counters()["fast_path"] == 9
+    torch_npu.ops.reset_execution_counters()
+    assert torch_npu.ops.execution_counters()["fast_path"] == 0
+    torch.npu.synchronize()
+
+
 def test_device_work_errors_name_the_op_at_the_next_sync():
     ints = torch.tensor([4, 5]).npu()
     zeros = torch.zeros(2, dtype=torch.int64).npu()
