@@ -46,10 +46,16 @@ def test_exit_with_queued_and_running_work_is_quick(runner):
         sim.set_device(0)
         p = sim.malloc(1 << 20)
         s = sim.create_stream()
-        sim.launch(lambda: time.sleep(10) or 0, s)
+        import threading
+        running = threading.Event()
+        sim.launch(lambda: running.set() or time.sleep(10) or 0, s)
         for i in range(1000):
             lib.aclrtMemsetAsync(p, 1 << 20, i, 1 << 20, s)
         sim.h2d(p, b"y" * 64)
+        # The work must be inside its sleep before the interpreter finalises:
+        # a ctypes callback that only starts then crashes CPython itself
+        # (PyGILState_Ensure after the interpreter is gone).
+        assert running.wait(10)
         print("leaving")
     """)
     assert result.stdout.strip() == "leaving"
