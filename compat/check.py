@@ -7,17 +7,13 @@ runs them all. Needs ``packaging`` (in every environment ./dev makes).
 from __future__ import annotations
 
 import re
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10 (matrix rows): the same parser, from PyPI
-    import tomli as tomllib
 from typing import Callable, Dict, List
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .matrix import ROOT, Matrix, MatrixError
+from .matrix import ROOT, Matrix, MatrixError, load_toml
 from .render import generated_files
 
 PACKAGE_DIRS = {
@@ -33,8 +29,7 @@ CORE = "torch-npu-core"
 
 
 def _pyproject(dist: str) -> dict:
-    with open(ROOT / PACKAGE_DIRS[dist] / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)
+    return load_toml(ROOT / PACKAGE_DIRS[dist] / "pyproject.toml")
 
 
 def _requirements(pyproject: dict, section: str = "dependencies") -> Dict[str, Requirement]:

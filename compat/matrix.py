@@ -54,6 +54,12 @@ class MatrixError(ValueError):
     """The data in compat/ is malformed."""
 
 
+def load_toml(path: Path) -> Dict[str, Any]:
+    """A TOML file's contents (compat/'s data, a package's pyproject.toml)."""
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
 @dataclass(frozen=True, order=True)
 class Row:
     """One (torch, CANN, Python) combination."""
@@ -177,8 +183,7 @@ def load(
     runs_file: Path = RUNS_FILE,
 ) -> Matrix:
     """Read and validate the compat/ files."""
-    with open(matrix_file, "rb") as f:
-        data = tomllib.load(f)
+    data = load_toml(matrix_file)
     default = data.get("default", {})
     try:
         default_row = Row(default["torch"], default["cann"], default["python"])
@@ -210,8 +215,7 @@ def load(
         raise MatrixError(f"the default row {default_row.key} is not a supported row")
     for torch in matrix.torch_versions:
         matrix.pins(torch)  # every supported torch has build pins
-    with open(features_file, "rb") as f:
-        features = tomllib.load(f).get("feature", {})
+    features = load_toml(features_file).get("feature", {})
     for name, spec in features.items():
         try:
             feature = Feature(name=name, **spec)

@@ -199,10 +199,7 @@ bool Stream::runQueuedHere(uint64_t target) {
       break;
     }
     execute(item);
-    completed_.store(++done, std::memory_order_seq_cst);
-    if (done >= wake_target_.load(std::memory_order_seq_cst)) {
-      notifyWaiters();
-    }
+    publishCompleted(++done);
   }
   consumer.unlock();
   // A worker that fell asleep meanwhile may have been woken for the items
@@ -260,6 +257,15 @@ bool Stream::waitFor(uint64_t target) {
     }
     // The timeout only serves to notice process exit.
     done_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+}
+
+void Stream::publishCompleted(uint64_t done) {
+  // seq_cst store, then seq_cst load: pairs with waitFor, which stores
+  // wake_target_ before it reads completed_ (no lost wake-up).
+  completed_.store(done, std::memory_order_seq_cst);
+  if (done >= wake_target_.load(std::memory_order_seq_cst)) {
+    notifyWaiters();
   }
 }
 
@@ -439,10 +445,7 @@ void Stream::workerMain() {
     for (uint64_t end; done < (end = queue_.published());) {
       while (done < end && !abandon_.load(std::memory_order_relaxed)) {
         execute(queue_.at(done));
-        completed_.store(++done, std::memory_order_seq_cst);
-        if (done >= wake_target_.load(std::memory_order_seq_cst)) {
-          notifyWaiters();
-        }
+        publishCompleted(++done);
       }
       if (abandon_.load(std::memory_order_relaxed)) {
         break;

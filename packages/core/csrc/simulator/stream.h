@@ -119,6 +119,8 @@ class Stream {
   }
   void wakeWorker();
   void execute(WorkItem& item);
+  // Consumer: `done` items have run; wakes waiters whose target it reaches.
+  void publishCompleted(uint64_t done);
   void notifyWaiters();
   // Waiter side: yields while the worker is in a large copy expected to
   // end soon; true once `target` is reached.
