@@ -21,6 +21,7 @@
 #include "OutputShapes.h"
 #include "OutVariants.h"
 #include "ResultCopy.h"
+#include "ResultPlacement.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGenerator.h"
 #include "npu/NPUGuardImpl.h"
@@ -582,7 +583,9 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
         [op = target.op, cpu_args = std::move(cpu_args), fresh_views = cpu_aliases(fresh_outputs),
          return_is_fresh, out_args = std::move(out_args), out_bits = std::move(out_bits)]() mutable {
           Stack s;
+          std::optional<ResultPlacement> placement;
           if (out_args.empty()) {
+            placement.emplace(op, cpu_args, fresh_views);
             s = as_stack(cpu_args);
             op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
           } else {
@@ -615,19 +618,30 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
               }
             }
           }
-          // Functional results were computed into host memory: place them in
-          // the npu outputs (in-place and out= results already are there).
-          size_t k = 0;
+          // Functional results not already computed in the npu outputs go
+          // there now (in-place and out= results already are there).
+          std::vector<at::Tensor> fresh_results;
+          fresh_results.reserve(fresh_views.size());
           for (size_t i = 0; i < return_is_fresh.size() && i < s.size(); ++i) {
-            if (!return_is_fresh[i]) {
-              continue;
+            if (return_is_fresh[i]) {
+              for_each_tensor(s[i], [&](const at::Tensor& t) { fresh_results.push_back(t); });
             }
-            for_each_tensor(s[i], [&](const at::Tensor& t) {
-              at::Tensor& view = fresh_views[k++];
-              if (t.defined() && view.defined() && view.numel() > 0) {
-                copy_result(view, t);
-              }
-            });
+          }
+          s.clear();
+          if (placement.has_value()) {
+            fresh_results = placement->resolve(std::move(fresh_results));
+          }
+          for (size_t k = 0; k < fresh_results.size() && k < fresh_views.size(); ++k) {
+            const at::Tensor& t = fresh_results[k];
+            const at::Tensor& view = fresh_views[k];
+            if (t.defined() && view.defined() && view.numel() > 0) {
+              copy_result(view, t);
+              count_result(ResultDelivery::Copied);
+            }
+          }
+          fresh_results.clear();
+          if (placement.has_value()) {
+            placement->close(); // raises if the kernel kept lent memory
           }
         },
         std::move(site));

@@ -9,6 +9,8 @@ namespace {
 
 std::atomic<int64_t> g_async{0};
 std::atomic<int64_t> g_sync{0};
+std::atomic<int64_t> g_results_copied{0};
+std::atomic<int64_t> g_results_placed{0};
 std::mutex g_sync_ops_mutex;
 std::map<std::string, int64_t> g_sync_ops;
 
@@ -66,13 +68,18 @@ void count_fast_path() noexcept {
   value.store(value.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
+void count_result(ResultDelivery delivery) noexcept {
+  (delivery == ResultDelivery::Placed ? g_results_placed : g_results_copied).fetch_add(1, std::memory_order_relaxed);
+}
+
 std::map<std::string, int64_t> counters() {
   int64_t fast = 0;
   {
     std::lock_guard<std::mutex> lock(g_fast_mutex);
     fast = fast_total() - g_fast_reset_base;
   }
-  return {{"device_async", g_async.load() + fast}, {"device_sync", g_sync.load()}, {"fast_path", fast}};
+  return {{"device_async", g_async.load() + fast}, {"device_sync", g_sync.load()}, {"fast_path", fast},
+          {"results_copied", g_results_copied.load()}, {"results_placed", g_results_placed.load()}};
 }
 
 std::map<std::string, int64_t> sync_ops() {
@@ -83,6 +90,8 @@ std::map<std::string, int64_t> sync_ops() {
 void reset_counters() {
   g_async.store(0);
   g_sync.store(0);
+  g_results_copied.store(0);
+  g_results_placed.store(0);
   {
     // Other threads' slots are theirs to write: remember the total instead.
     std::lock_guard<std::mutex> lock(g_fast_mutex);

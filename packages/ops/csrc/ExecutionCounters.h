@@ -26,7 +26,16 @@ void count(ExecutionPath path, const std::string& op_name);
 // own, in "fast_path".
 void count_fast_path() noexcept;
 
-// {"device_async": n, "device_sync": n, "fast_path": n (part of device_async)}
+// How the generic executor delivered a fresh result of an op without an
+// out= form into its npu output (ResultPlacement.h).
+enum class ResultDelivery {
+  Copied, // the CPU kernel's result was copied into the output
+  Placed, // the CPU kernel computed it in the output's memory
+};
+void count_result(ResultDelivery delivery) noexcept;
+
+// {"device_async": n, "device_sync": n, "fast_path": n (part of device_async),
+//  "results_copied": n, "results_placed": n}
 std::map<std::string, int64_t> counters();
 // Op name -> how often it took the synchronous path.
 std::map<std::string, int64_t> sync_ops();

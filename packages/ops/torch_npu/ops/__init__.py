@@ -36,7 +36,11 @@ def execution_counters() -> dict[str, int]:
     not wait) and ``device_sync`` (data-dependent results: the host waited).
     ``fast_path`` counts the part of ``device_async`` that dedicated kernels
     queued (pointwise ops, reductions, matrix products, softmax, layer and
-    batch norm) without the generic executor's per-op overhead."""
+    batch norm) without the generic executor's per-op overhead.
+    ``results_copied`` and ``results_placed`` count how the generic executor
+    delivered the results of ops without an out= kernel: copied from the CPU
+    kernel's allocation into the npu output, or computed in the output's
+    memory (large results, from the second run of an op signature on)."""
     return dict(_C._execution_counters())
 
 
