@@ -221,12 +221,26 @@ class Mirror:
             return self.memo[id(t)]
         if t.layout != torch.strided or t.device.type != "cpu":
             raise TypeError(f"cannot mirror a {t.layout} tensor on {t.device}")
+        base = t._base
+        # The whole storage, then the same view of it: the op sees the same
+        # sizes, strides and offset, and ops that read past the view
+        # (as_strided) read the same values.
+        storage = t.untyped_storage()
+        whole = torch.empty(0, dtype=t.dtype).set_(storage, 0, (storage.nbytes() // t.element_size(),))
+        if (t.grad_fn is None and base is not None and base.requires_grad
+                and not t.is_neg() and not t.is_conj()):
+            # A view made in no-grad mode of a tensor that requires grad (the
+            # istft samples' `window[:8]`): autograd treats it as a leaf that
+            # receives no gradient. A fresh npu leaf would receive one: make
+            # it the same way, as a no-grad view of storage that requires grad.
+            npu_whole = whole.detach().to("npu").requires_grad_(True)
+            with torch.no_grad():
+                out = npu_whole.as_strided(t.shape, t.stride(), t.storage_offset())
+            if t.requires_grad:
+                self.leaves.append((t, out))
+            self.memo[id(t)] = out
+            return out
         with torch.no_grad():
-            # The whole storage, then the same view of it: the op sees the
-            # same sizes, strides and offset, and ops that read past the view
-            # (as_strided) read the same values.
-            storage = t.untyped_storage()
-            whole = torch.empty(0, dtype=t.dtype).set_(storage, 0, (storage.nbytes() // t.element_size(),))
             out = whole.to("npu").as_strided(t.shape, t.stride(), t.storage_offset())
             # The conjugate and negative bits are views' flags, not values.
             if t.is_neg():

@@ -90,6 +90,10 @@ def _initialize_plugin(torch_npu: ModuleType) -> None:
     """Entry point of the ``torch_npu.plugins`` group: importing this module
     installed the kernels already; this attaches ``torch.npu.amp``."""
     _install_amp(torch_npu)
+    # Where PyTorch picks an algorithm per device type, npu takes the CPU's.
+    from . import _device_tables
+
+    _device_tables.install()
     # The custom ops (torch.ops.npu.npu_*), re-exported as torch_npu.npu_*.
     from . import custom
 

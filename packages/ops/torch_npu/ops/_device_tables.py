@@ -1,0 +1,53 @@
+"""npu entries in PyTorch's per-device-type tables that have no registration API.
+
+npu runs the CPU's kernels on device memory, so where PyTorch picks an
+algorithm by device type, the CPU's pick is the right one for npu: it
+chooses among the same kernels, and npu then rounds exactly as the CPU does.
+Where PyTorch offers a hook, the C++ side uses it instead
+(csrc/AttentionChoice.cpp: scaled_dot_product_attention's kernel choice).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def install() -> None:
+    """Adds the npu entries (idempotent; a torch without a table is left alone)."""
+    backend = torch._C._get_privateuse1_backend_name()
+    _linear_cross_entropy(backend)
+
+
+def _linear_cross_entropy(backend: str) -> None:
+    # F.linear_cross_entropy's chunked path resolves acc_policy="auto" and its
+    # accumulation dtype per device type; an unknown type gets a policy whose
+    # reduced-precision weight gradient rounds differently from the CPU's.
+    # torch 2.13 keeps the policies in a table (_AUTO_DEFAULTS), torch 2.14
+    # computes them (_auto_acc_policy); both resolve the dtype in
+    # LinearCrossEntropyOptions._resolve_auto_acc_dtype.
+    try:
+        from torch.nn.modules import linear_cross_entropy_options as options
+    except ImportError:  # a torch without linear_cross_entropy
+        return
+    defaults = getattr(options, "_AUTO_DEFAULTS", None)
+    if isinstance(defaults, dict):
+        for (device_type, dtype), value in list(defaults.items()):
+            if device_type == "cpu":
+                defaults.setdefault((backend, dtype), value)
+    policy = getattr(options, "_auto_acc_policy", None)
+    if callable(policy) and not getattr(policy, "_npu_as_cpu", False):
+        def auto_acc_policy(device_type: str | None, dtype: torch.dtype) -> str:
+            return policy("cpu" if device_type == backend else device_type, dtype)
+
+        auto_acc_policy._npu_as_cpu = True  # type: ignore[attr-defined]
+        options._auto_acc_policy = auto_acc_policy
+    cls = getattr(options, "LinearCrossEntropyOptions", None)
+    resolve = getattr(cls, "_resolve_auto_acc_dtype", None)
+    if callable(resolve) and not getattr(resolve, "_npu_as_cpu", False):
+        def resolve_auto_acc_dtype(dtype: torch.dtype, device: torch.device | None) -> torch.dtype | None:
+            if device is not None and device.type == backend:
+                device = torch.device("cpu")
+            return resolve(dtype, device)
+
+        resolve_auto_acc_dtype._npu_as_cpu = True  # type: ignore[attr-defined]
+        cls._resolve_auto_acc_dtype = staticmethod(resolve_auto_acc_dtype)
