@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ExecutionCounters.h"
+#include "KernelAllocator.h"
 #include "LaunchSite.h"
 #include "OpTranslation.h"
 #include "OutputShapes.h"
@@ -388,10 +389,20 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
   c10_npu::LaunchSite site = capture_launch_site();
   c10_npu::launch_host_work(
       stream, schema.name().c_str(),
-      [state, op = target.op, cpu_args = cpu_arguments(schema, target.args_for(args), device)]() mutable {
+      [state, op = target.op, cpu_args = cpu_arguments(schema, target.args_for(args), device),
+       device_index = device.index()]() mutable {
         try {
+          KernelAllocationScope allocations(device_index);
           Stack s = as_stack(cpu_args);
           op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+          allocations.end();
+          // The host reads these results: results the kernel allocated in
+          // device-work memory are copied to host memory by the work.
+          for (IValue& result : s) {
+            result = map_tensors(result, [](const at::Tensor& t) {
+              return in_device_work_memory(t) ? t.clone() : t;
+            });
+          }
           state->results = std::move(s);
         } catch (...) {
           state->error = std::current_exception();
@@ -543,8 +554,9 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     }
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
-        [functional = target.op, op = *out_op, cpu_args = std::move(cpu_args),
+        [functional = target.op, op = *out_op, cpu_args = std::move(cpu_args), device_index = device->index(),
          num_outputs = fresh_outputs.size(), output_geometry = geometries(cpu_aliases(fresh_outputs))]() mutable {
+          KernelAllocationScope allocations(device_index);
           try {
             Stack s(cpu_args.begin(), cpu_args.end());
             op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
@@ -581,11 +593,13 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
         [op = target.op, cpu_args = std::move(cpu_args), fresh_views = cpu_aliases(fresh_outputs),
-         return_is_fresh, out_args = std::move(out_args), out_bits = std::move(out_bits)]() mutable {
+         device_index = device->index(), return_is_fresh, out_args = std::move(out_args),
+         out_bits = std::move(out_bits)]() mutable {
+          KernelAllocationScope allocations(device_index);
           Stack s;
           std::optional<ResultPlacement> placement;
           if (out_args.empty()) {
-            placement.emplace(op, cpu_args, fresh_views);
+            placement.emplace(op, cpu_args, fresh_views, allocations);
             s = as_stack(cpu_args);
             op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
           } else {

@@ -37,6 +37,7 @@
 #include "DeviceArgument.h"
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
+#include "KernelAllocator.h"
 #include "LaunchSite.h"
 #include "WorkStorage.h"
 #include "npu/NPUFunctions.h"
@@ -194,6 +195,8 @@ struct DeviceWork {
   c10_npu::LaunchSite site; // named in the error message, if captured
 
   void operator()() {
+    // Whatever the kernel allocates is device memory (KernelAllocator.h).
+    KernelAllocationScope allocations;
     run(std::index_sequence_for<Captures...>());
   }
 

@@ -4,7 +4,7 @@
 
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
-#include "ResultPlacement.h"
+#include "KernelAllocator.h"
 #include "aten/MissingKernelFallback.h"
 
 namespace py = pybind11;
@@ -15,9 +15,9 @@ PYBIND11_MODULE(_C, m) {
     // Every op without a dedicated npu kernel runs through the generic
     // device executor from now on.
     c10_npu::aten::set_missing_kernel_handler(&torch_npu_ops::run_on_npu);
-    // Before any device work: kernels without an out= form can then compute
-    // large results in their npu outputs.
-    torch_npu_ops::install_result_placement();
+    // Before any device work: CPU kernels running as device work then
+    // allocate device memory (and may compute results in their outputs).
+    torch_npu_ops::install_kernel_allocator();
   });
   m.def("_execution_counters", &torch_npu_ops::counters);
   m.def("_sync_ops", &torch_npu_ops::sync_ops);

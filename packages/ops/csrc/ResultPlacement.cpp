@@ -1,12 +1,11 @@
 #include "ResultPlacement.h"
 
 #include "ExecutionCounters.h"
+#include "KernelAllocator.h"
 
-#include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -77,61 +76,8 @@ void give_up(uint64_t signature) {
 struct Lent {
   void* data;
   size_t bytes;
-  bool released = false;
+  bool released = false; // set by its deleter (KernelAllocator.h)
 };
-
-// Lent allocations of every running scope. Their deleter finds them here
-// rather than through the scope, since a kernel may free a buffer on one of
-// its intra-op threads.
-std::mutex g_lent_mutex;
-std::vector<Lent*> g_lent;
-std::atomic<size_t> g_lent_count{0};
-
-void register_lent(Lent* lent) {
-  std::lock_guard<std::mutex> lock(g_lent_mutex);
-  g_lent.push_back(lent);
-  g_lent_count.fetch_add(1, std::memory_order_relaxed);
-}
-
-void unregister_lent(Lent* lent) {
-  std::lock_guard<std::mutex> lock(g_lent_mutex);
-  auto it = std::find(g_lent.begin(), g_lent.end(), lent);
-  if (it != g_lent.end()) {
-    g_lent.erase(it);
-    g_lent_count.fetch_sub(1, std::memory_order_relaxed);
-  }
-}
-
-// Marks a lent allocation given back; false if `data` is not one.
-bool give_back(void* data) {
-  std::lock_guard<std::mutex> lock(g_lent_mutex);
-  for (Lent* lent : g_lent) {
-    if (lent->data == data && !lent->released) {
-      lent->released = true;
-      return true;
-    }
-  }
-  return false;
-}
-
-// The deleter of lent allocations: the memory is the output's, never freed
-// here. One freed after its scope closed is no longer registered (the scope
-// reported it as kept).
-void release_lent(void* data) {
-  give_back(data);
-}
-
-c10::DeleterFnPtr g_base_raw_deleter = nullptr;
-
-// The raw deleter (raw_allocate / raw_deallocate) must handle lent memory too.
-void raw_delete(void* data) {
-  if (g_lent_count.load(std::memory_order_relaxed) > 0 && give_back(data)) {
-    return;
-  }
-  g_base_raw_deleter(data);
-}
-
-thread_local ResultPlacement::Scope* tls_scope = nullptr;
 
 uint64_t mix(uint64_t h, uint64_t v) {
   return h ^ (v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2));
@@ -191,34 +137,15 @@ bool same_geometry(const at::Tensor& result, const at::Tensor& output) {
       !result.is_neg();
 }
 
-class PlacingAllocator final : public c10::Allocator {
- public:
-  explicit PlacingAllocator(c10::Allocator* base) : base_(base) {}
-
-  c10::DataPtr allocate(size_t n) override;
-
-  c10::DeleterFnPtr raw_deleter() const override {
-    return g_base_raw_deleter == nullptr ? nullptr : &raw_delete;
-  }
-
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    base_->copy_data(dest, src, count);
-  }
-
- private:
-  c10::Allocator* base_;
-};
-
 } // namespace
 
-struct ResultPlacement::Scope {
+struct ResultPlacement::Scope final : KernelAllocationLender {
   uint64_t signature = 0;
   std::string op_name;
   std::vector<at::Tensor> outputs;
   std::vector<bool> large;
   bool learning = false;
   std::vector<Slot> slots; // when not learning: the plan
-  int64_t next_allocation = 0;
 
   struct Seen {
     int64_t allocation;
@@ -229,26 +156,26 @@ struct ResultPlacement::Scope {
   size_t smallest_output = 0;
 
   std::vector<std::unique_ptr<Lent>> lent; // by output (null: not lent)
-  ResultPlacement::Scope* previous = nullptr;
+  KernelAllocationScope* allocations = nullptr;
 
-  c10::DataPtr allocate(size_t n, c10::Allocator& base) {
-    const int64_t index = next_allocation++;
-    if (!learning) {
-      for (size_t k = 0; k < slots.size(); ++k) {
-        if (slots[k].allocation == index && slots[k].bytes == n && lent[k] == nullptr) {
-          void* data = outputs[k].data_ptr();
-          lent[k] = std::make_unique<Lent>(Lent{data, n});
-          register_lent(lent[k].get());
-          return c10::DataPtr(data, data, &release_lent, c10::Device(c10::DeviceType::CPU));
-        }
+  c10::DataPtr lend(int64_t index, size_t bytes) override {
+    if (learning) {
+      return {};
+    }
+    for (size_t k = 0; k < slots.size(); ++k) {
+      if (slots[k].allocation == index && slots[k].bytes == bytes && lent[k] == nullptr) {
+        void* data = outputs[k].data_ptr();
+        lent[k] = std::make_unique<Lent>(Lent{data, bytes});
+        return lend_memory(data, &lent[k]->released);
       }
-      return base.allocate(n);
     }
-    c10::DataPtr data = base.allocate(n);
-    if (n >= smallest_output && n > 0) {
-      seen.push_back(Seen{index, n, data.get()});
+    return {};
+  }
+
+  void allocated(int64_t index, size_t bytes, void* data) override {
+    if (learning && bytes >= smallest_output && data != nullptr) {
+      seen.push_back(Seen{index, bytes, data});
     }
-    return data;
   }
 
   // Whether `t` lives in memory lent to this run.
@@ -291,45 +218,25 @@ struct ResultPlacement::Scope {
     }
   }
 
-  void deactivate() {
-    tls_scope = previous;
+  // Stops lending; true if every lent allocation was given back.
+  bool detach() {
+    if (allocations != nullptr) {
+      allocations->set_lender(nullptr);
+      allocations = nullptr;
+    }
+    bool all_given_back = true;
     for (auto& l : lent) {
       if (l != nullptr) {
-        unregister_lent(l.get());
+        all_given_back &= forget_lent(l->data);
+        l.reset();
       }
     }
+    return all_given_back;
   }
 };
 
-namespace {
-
-c10::DataPtr PlacingAllocator::allocate(size_t n) {
-  ResultPlacement::Scope* scope = tls_scope;
-  return scope == nullptr ? base_->allocate(n) : scope->allocate(n, *base_);
-}
-
-} // namespace
-
-void install_result_placement() {
-  static PlacingAllocator* const installed = []() -> PlacingAllocator* {
-    if (!placement_enabled()) {
-      return nullptr;
-    }
-    c10::Allocator* base = c10::GetCPUAllocator();
-    g_base_raw_deleter = base->raw_deleter();
-    // Never destroyed: CPU tensors may outlive every other static.
-    auto* wrapper = new PlacingAllocator(base);
-    // Priority 1 wraps PyTorch's default allocator (priority 0); one that
-    // another library installed with a higher priority is left alone, and
-    // results are then copied.
-    c10::SetCPUAllocator(wrapper, /*priority=*/1);
-    return c10::GetCPUAllocator() == wrapper ? wrapper : nullptr;
-  }();
-  (void)installed;
-}
-
 ResultPlacement::ResultPlacement(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments,
-                                 const std::vector<at::Tensor>& outputs) {
+                                 const std::vector<at::Tensor>& outputs, KernelAllocationScope& allocations) {
   if (!placement_enabled()) {
     return;
   }
@@ -376,14 +283,14 @@ ResultPlacement::ResultPlacement(const c10::OperatorHandle& op, const std::vecto
   scope->large = std::move(large);
   scope->smallest_output = smallest;
   scope->lent.resize(outputs.size());
-  scope->previous = tls_scope;
+  scope->allocations = &allocations;
+  allocations.set_lender(scope.get());
   scope_ = std::move(scope);
-  tls_scope = scope_.get();
 }
 
 ResultPlacement::~ResultPlacement() {
   if (scope_ != nullptr) {
-    scope_->deactivate();
+    scope_->detach();
   }
 }
 
@@ -392,8 +299,11 @@ std::vector<at::Tensor> ResultPlacement::resolve(std::vector<at::Tensor> results
     return results;
   }
   Scope& scope = *scope_;
-  // Allocations after the kernel (clones below) are ours, not the kernel's.
-  tls_scope = scope.previous;
+  // Allocations after the kernel (clones below) are not the kernel's.
+  if (scope.allocations != nullptr) {
+    scope.allocations->set_lender(nullptr);
+    scope.allocations = nullptr;
+  }
   if (scope.learning) {
     scope.learn(results);
     return results;
@@ -425,17 +335,9 @@ void ResultPlacement::close() {
   if (scope_ == nullptr) {
     return;
   }
-  Scope& scope = *scope_;
-  bool kept = false;
-  {
-    std::lock_guard<std::mutex> lock(g_lent_mutex);
-    for (const auto& l : scope.lent) {
-      kept |= l != nullptr && !l->released;
-    }
-  }
-  scope.deactivate();
-  const uint64_t signature = scope.signature;
-  const std::string op_name = scope.op_name;
+  const bool kept = !scope_->detach();
+  const uint64_t signature = scope_->signature;
+  const std::string op_name = scope_->op_name;
   scope_.reset();
   if (kept) {
     give_up(signature);

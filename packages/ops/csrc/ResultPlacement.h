@@ -22,26 +22,23 @@
 // the output: that is an error of the op, and the signature is no longer
 // placed.
 //
-// Allocations are intercepted by a wrapper of the CPU allocator (installed
-// once at import, see install_result_placement); it forwards everything to
-// the allocator it wraps unless the allocating thread is inside a placement
-// scope.
+// The kernel's allocations are seen, and chosen ones lent, through the
+// KernelAllocationScope the kernel runs in (KernelAllocator.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "KernelAllocator.h"
+
 #include <memory>
 #include <vector>
 
 namespace torch_npu_ops {
 
-// Wraps the CPU allocator. Call once, at import, before any device work.
-void install_result_placement();
-
 // One run of a CPU kernel whose fresh results go to npu outputs. While it
-// lives, the CPU allocations of this thread are watched (and, for a learnt
+// lives, the allocations of `allocations` are watched (and, for a learnt
 // signature, one per large output is lent the output's memory).
 class ResultPlacement {
  public:
@@ -49,7 +46,7 @@ class ResultPlacement {
   // `arguments`: the CPU kernel's arguments (their geometry is part of the
   // signature). Inactive when no output is large enough to be worth it.
   ResultPlacement(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments,
-                  const std::vector<at::Tensor>& outputs);
+                  const std::vector<at::Tensor>& outputs, KernelAllocationScope& allocations);
   ~ResultPlacement();
   ResultPlacement(const ResultPlacement&) = delete;
   ResultPlacement& operator=(const ResultPlacement&) = delete;
@@ -65,7 +62,7 @@ class ResultPlacement {
   // given back (raises otherwise) and stops watching allocations.
   void close();
 
-  struct Scope; // per-run state, reached by the allocator through a thread-local
+  struct Scope; // per-run state: the scope's lender
 
  private:
   std::unique_ptr<Scope> scope_;

@@ -33,6 +33,11 @@ constexpr size_t kLargeBuffer = 20971520;  // segment for 1-10 MiB requests
 constexpr size_t kMinLargeAlloc = 10485760; // above: segment sized to request
 constexpr size_t kRoundLarge = 2097152;    // large segments round to 2 MiB
 
+// The pool key of device-work memory (allocate_device_work_memory): no real
+// stream has this handle, so its blocks are cached apart from tensor memory
+// and only ever reused by device work.
+const aclrtStream kDeviceWork = reinterpret_cast<aclrtStream>(uintptr_t{1});
+
 struct Block;
 
 struct BlockComparator {
@@ -67,6 +72,10 @@ struct Block {
   Block* next = nullptr;
   int event_count = 0; // outstanding events of other streams' uses
   std::vector<c10::Stream> stream_uses; // streams other than `stream`
+  // When the block (or a block merged into it) was last freed, on the
+  // allocator's free clock: releasing the cache after draining the device
+  // releases only blocks freed before the drain began.
+  uint64_t freed_at = 0;
 };
 
 bool BlockComparator::operator()(const Block* a, const Block* b) const {
@@ -201,8 +210,8 @@ class DeviceCachingAllocator {
   }
 
   void empty_cache() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    release_cached_blocks();
+    std::unique_lock<std::mutex> lock(mutex_);
+    release_cached_blocks(lock);
   }
 
   DeviceStats stats() {
@@ -285,6 +294,7 @@ class DeviceCachingAllocator {
   // Called with mutex_ held for a block whose allocation ended.
   void free_block_locked(Block* block) {
     block->allocated = false;
+    block->freed_at = ++free_clock_;
     BlockPool& pool = *block->pool;
     update(stats_.allocation, pool, -1);
     update(stats_.allocated_bytes, pool, -static_cast<int64_t>(block->size));
@@ -450,14 +460,21 @@ class DeviceCachingAllocator {
     const size_t segment_size = segment_size_for(size);
     void* ptr = device_malloc(segment_size);
     if (ptr == nullptr) {
-      // Give the cache back to the device and try once more.
+      // Give the cache back to the device and try once more. Device work
+      // cannot drain the device it runs on: it gives back only device-work
+      // memory, which no queued work uses once freed.
       ++stats_.num_alloc_retries;
-      release_cached_blocks();
+      if (stream == kDeviceWork) {
+        flush_free_lists();
+        release_segments([](const Block& b) { return b.stream == kDeviceWork; });
+      } else {
+        release_cached_blocks(lock);
+      }
       ptr = device_malloc(segment_size);
     }
     if (ptr == nullptr) {
       ++stats_.num_ooms;
-      raise_out_of_memory(requested, segment_size, lock);
+      raise_out_of_memory(requested, segment_size, stream == kDeviceWork, lock);
     }
     ++stats_.num_device_alloc;
     update(stats_.segment, pool, 1);
@@ -488,7 +505,7 @@ class DeviceCachingAllocator {
     return ptr;
   }
 
-  [[noreturn]] void raise_out_of_memory(size_t requested, size_t segment_size,
+  [[noreturn]] void raise_out_of_memory(size_t requested, size_t segment_size, bool device_work,
                                         std::unique_lock<std::mutex>& lock) {
     const auto [free, total] = memory_info();
     const size_t allocated = static_cast<size_t>(
@@ -503,8 +520,8 @@ class DeviceCachingAllocator {
     lock.unlock();
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "NPU out of memory. Tried to allocate ",
-        format_size(requested), " (a new segment of ", format_size(segment_size),
-        "). npu:", static_cast<int>(device_), " has a total capacity of ",
+        format_size(requested), " (a new segment of ", format_size(segment_size), ")",
+        device_work ? " for device work (a kernel's temporary or result)" : "", ". npu:", static_cast<int>(device_), " has a total capacity of ",
         format_size(total), " of which ", format_size(free), " is free.", limit,
         " Of the memory in use by this process, ", format_size(allocated),
         " is allocated by PyTorch and ", format_size(reserved_now - allocated),
@@ -549,6 +566,7 @@ class DeviceCachingAllocator {
       }
     }
     dst->size += src->size;
+    dst->freed_at = std::max(dst->freed_at, src->freed_at);
     delete src;
   }
 
@@ -570,17 +588,34 @@ class DeviceCachingAllocator {
 
   // Returns every whole cached segment to the runtime. Work still queued on
   // the device may use cached blocks of its own stream, so drain it first
-  // (the runtime's free is not stream-ordered).
-  void release_cached_blocks() {
+  // (the runtime's free is not stream-ordered). The lock is released while
+  // the device drains: device work running meanwhile may need it to allocate
+  // (allocate_device_work_memory). Tensor blocks freed during the drain may
+  // be used by work queued after it began: they stay cached. Called and
+  // returns with `lock` held.
+  void release_cached_blocks(std::unique_lock<std::mutex>& lock) {
+    const uint64_t drain_began = free_clock_;
+    lock.unlock();
     ensure_device_context(device_);
-    NPU_CHECK(acl::api().aclrtSynchronizeDevice());
+    const aclError err = acl::api().aclrtSynchronizeDevice();
+    lock.lock();
+    NPU_CHECK(err);
     ++stats_.num_sync_all_streams;
-    process_events(/*wait=*/true);
+    process_events(/*wait=*/false); // those recorded before the drain are done
     flush_free_lists();
+    // Freed device-work memory is never used by queued work, whenever freed.
+    release_segments([drain_began](const Block& b) {
+      return b.freed_at <= drain_began || b.stream == kDeviceWork;
+    });
+  }
+
+  // Returns the whole cached segments that `releasable` accepts.
+  template <typename Predicate>
+  void release_segments(const Predicate& releasable) {
     for (BlockPool* pool : {&large_blocks_, &small_blocks_}) {
       for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
         Block* block = *it;
-        if (block->is_split()) {
+        if (block->is_split() || !releasable(*block)) {
           ++it;
           continue;
         }
@@ -602,6 +637,7 @@ class DeviceCachingAllocator {
   std::deque<std::pair<NPUEvent, Block*>> outstanding_events_;
   std::array<FreeList, kFreeListSlots> free_lists_{};
   uint64_t free_list_clock_ = 0; // orders the lists' last uses
+  uint64_t free_clock_ = 0;      // counts frees (Block::freed_at)
   // Live allocations by address, for raw_delete and record_stream.
   ska::flat_hash_map<void*, Block*> allocated_blocks_;
   double fraction_ = 1.0;
@@ -708,6 +744,10 @@ class NPUAllocatorImpl final : public NPUAllocator {
     free(ptr);
   }
 
+  void* device_work_malloc(c10::DeviceIndex device, size_t nbytes) {
+    return malloc(device, nbytes, kDeviceWork);
+  }
+
   void set_memory_fraction(double fraction, c10::DeviceIndex device) override {
     check_device_index(device);
     TORCH_CHECK(
@@ -800,6 +840,14 @@ void emptyCache() {
 
 void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
   g_allocator->recordStream(ptr, stream.unwrap());
+}
+
+void* allocate_device_work_memory(c10::DeviceIndex device, size_t nbytes) {
+  return nbytes == 0 ? nullptr : g_allocator->device_work_malloc(device, nbytes);
+}
+
+void free_device_work_memory(void* ptr) {
+  g_allocator->raw_delete(ptr);
 }
 
 } // namespace c10_npu::NPUCachingAllocator

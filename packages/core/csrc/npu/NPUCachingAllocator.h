@@ -8,9 +8,13 @@
 // Statistics use torch.cuda's names (memory_stats). Running out of memory
 // first frees the cache, then raises torch.OutOfMemoryError with the numbers.
 //
-// Segments are obtained through a SegmentSource so that expandable segments
-// (growing one reserved virtual range with the runtime's virtual-memory
-// functions) can be added without touching the block logic.
+// Device work may allocate too (allocate_device_work_memory, below): those
+// blocks are cached under a key of their own, and emptying the cache does not
+// hold the allocator's lock while it drains the device.
+//
+// Segments come from the runtime's malloc in one place (device_malloc), which
+// expandable segments (growing one reserved virtual range with the runtime's
+// virtual-memory functions) would replace without touching the block logic.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -42,5 +46,15 @@ TORCH_NPU_API NPUAllocator* get();
 TORCH_NPU_API DeviceStats getDeviceStats(c10::DeviceIndex device);
 TORCH_NPU_API void emptyCache();
 TORCH_NPU_API void recordStream(const c10::DataPtr& ptr, NPUStream stream);
+
+// Device memory for device work to allocate while it runs: the temporaries
+// and results of a CPU kernel running as device work (the ops package), so
+// that they count in the device's memory statistics and its capacity. It is
+// cached apart from tensor memory, and device work frees it before it ends:
+// no queued work ever uses freed device-work memory, so it may be allocated
+// and its cache released from device work, which cannot drain the device it
+// runs on. Raises torch.OutOfMemoryError; null for 0 bytes.
+TORCH_NPU_API void* allocate_device_work_memory(c10::DeviceIndex device, size_t nbytes);
+TORCH_NPU_API void free_device_work_memory(void* ptr);
 
 } // namespace c10_npu::NPUCachingAllocator

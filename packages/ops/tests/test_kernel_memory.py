@@ -1,0 +1,93 @@
+"""CPU kernels running as device work allocate device memory: their
+temporaries and results count in the npu memory statistics and capacity."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+import torch_npu  # noqa: F401
+
+
+def test_kernel_temporaries_count_in_memory_stats():
+    # oneDNN's convolution allocates a blocked destination and then the
+    # result, each the output's size: the peak shows both beside the output.
+    x, w = torch.randn(4, 16, 45, 47).npu(), torch.randn(32, 16, 3, 3).npu()
+    torch.npu.synchronize()
+    base = torch.npu.memory_allocated()
+    torch.npu.reset_peak_memory_stats()
+    y = F.conv2d(x, w, padding=1)
+    torch.npu.synchronize()
+    assert torch.npu.max_memory_allocated() - base >= 3 * y.nbytes
+    # Temporaries are freed when the kernel ends: only the output stays.
+    assert torch.npu.memory_allocated() - base == -(-y.nbytes // 512) * 512  # blocks are multiples of 512 B
+    torch.testing.assert_close(y.cpu(), F.conv2d(x.cpu(), w.cpu(), padding=1))
+
+
+def test_results_the_host_waits_for_come_back_and_free_their_device_memory():
+    x = torch.tensor([0.0, 1.5, 0.0, -2.0]).repeat(1000).npu()
+    torch.npu.synchronize()
+    base = torch.npu.memory_allocated()
+    indices = torch.nonzero(x)  # data-dependent: the host waits
+    assert indices.cpu().flatten().tolist()[:4] == [1, 3, 5, 7]
+    del indices
+    torch.npu.synchronize()
+    assert torch.npu.memory_allocated() == base
+
+
+def test_out_of_memory_in_a_kernel_names_the_op_and_the_line(python_subprocess_env):
+    code = """
+        import torch, torch_npu, torch.nn.functional as F
+        x, w = torch.randn(8, 32, 56, 56).npu(), torch.randn(64, 32, 3, 3).npu()
+        y = F.conv2d(x, w, padding=1)  # conv line
+        try:
+            torch.npu.synchronize()
+            print("no error")
+        except RuntimeError as error:
+            print(error)
+        print("afterwards", (x * 2).sum().item() == (x.cpu() * 2).sum().item())
+    """
+    result = python_subprocess_env(code, {"NPU_SIM_DEVICE_MEMORY": "24MiB"})
+    assert result.returncode == 0, result.stderr
+    assert "device work 'aten::convolution' failed: NPU out of memory" in result.stdout
+    assert "for device work (a kernel's temporary or result)" in result.stdout
+    assert "<string>:4)" in result.stdout  # launched from the conv line
+    assert "afterwards True" in result.stdout
+
+
+def test_emptying_the_cache_does_not_block_kernels_that_allocate(python_subprocess_env):
+    # A host allocation that does not fit drains the device and releases the
+    # cache. The queued convolution allocates its temporaries during that
+    # drain: the allocator must not be locked meanwhile (it deadlocked).
+    code = """
+        import torch, torch_npu, torch.nn.functional as F
+        x, w = torch.randn(8, 32, 56, 56).npu(), torch.randn(64, 32, 3, 3).npu()
+        cached = torch.empty(30 * 2**20, dtype=torch.uint8, device="npu")
+        del cached
+        torch.npu.synchronize()
+        retries = torch.npu.memory_stats()["num_alloc_retries"]
+        torch.npu._sleep(100)
+        y = F.conv2d(x, w, padding=1)
+        z = torch.empty(50 * 2**20, dtype=torch.uint8, device="npu")  # only fits once the cache is released
+        torch.npu.synchronize()
+        print("retried", torch.npu.memory_stats()["num_alloc_retries"] - retries)
+        torch.testing.assert_close(y.cpu(), F.conv2d(x.cpu(), w.cpu(), padding=1))
+        print("ok")
+    """
+    result = python_subprocess_env(code, {"NPU_SIM_DEVICE_MEMORY": "96MiB"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["retried", "1", "ok"]
+
+
+def test_kernels_on_two_streams_allocate_at_the_same_time():
+    x, w = torch.randn(4, 16, 40, 44), torch.randn(48, 16, 3, 3)  # a 1.3 MB result
+    expected = F.conv2d(x, w, padding=1)
+    xn, wn = x.npu(), w.npu()
+    torch.npu.synchronize()
+    results = []
+    for stream in (torch.npu.Stream(), torch.npu.Stream()):
+        with torch.npu.stream(stream):
+            results += [F.conv2d(xn, wn, padding=1) for _ in range(6)]
+    torch.npu.synchronize()
+    for y in results:
+        torch.testing.assert_close(y.cpu(), expected)
