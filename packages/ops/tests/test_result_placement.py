@@ -50,12 +50,20 @@ def test_conv2d_backward_results_are_right_when_placed():
     assert placed >= 4  # forward output and input gradient, in runs 2 and 3
 
 
-def test_small_results_are_copied():
-    x, w = torch.randn(1, 2, 9, 9), torch.randn(3, 2, 3, 3)
-    torch_npu.ops.reset_execution_counters()
-    for _ in range(3):
-        torch.testing.assert_close(F.conv2d(x.npu(), w.npu()).cpu(), F.conv2d(x, w))
-    assert deliveries() == (3, 0)
+def test_small_results_are_copied(python_subprocess_env):
+    # In a process of its own: the threshold is read once, and this test is
+    # about its default (1 MiB).
+    code = """
+        import torch, torch_npu, torch.nn.functional as F
+        x, w = torch.randn(1, 2, 9, 9), torch.randn(3, 2, 3, 3)
+        for _ in range(3):
+            torch.testing.assert_close(F.conv2d(x.npu(), w.npu()).cpu(), F.conv2d(x, w))
+        counters = torch_npu.ops.execution_counters()
+        print(counters["results_copied"], counters["results_placed"])
+    """
+    result = python_subprocess_env(code, {"TORCH_NPU_OPS_RESULT_PLACEMENT_MIN_BYTES": ""})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["3", "0"]
 
 
 # A CPU kernel whose allocations the test controls: it makes two buffers of
