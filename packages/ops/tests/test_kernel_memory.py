@@ -10,15 +10,17 @@ import torch_npu  # noqa: F401
 
 
 def test_kernel_temporaries_count_in_memory_stats():
-    # oneDNN's convolution allocates a blocked destination and then the
-    # result, each the output's size: the peak shows both beside the output.
+    # The CPU convolution allocates its own result (on its first run with
+    # this signature it is copied into the output, ResultPlacement.h), and
+    # oneDNN a blocked destination before it: the peak shows at least the
+    # result beside the output.
     x, w = torch.randn(4, 16, 45, 47).npu(), torch.randn(32, 16, 3, 3).npu()
     torch.npu.synchronize()
     base = torch.npu.memory_allocated()
     torch.npu.reset_peak_memory_stats()
     y = F.conv2d(x, w, padding=1)
     torch.npu.synchronize()
-    assert torch.npu.max_memory_allocated() - base >= 3 * y.nbytes
+    assert torch.npu.max_memory_allocated() - base >= 2 * y.nbytes
     # Temporaries are freed when the kernel ends: only the output stays.
     assert torch.npu.memory_allocated() - base == -(-y.nbytes // 512) * 512  # blocks are multiples of 512 B
     torch.testing.assert_close(y.cpu(), F.conv2d(x.cpu(), w.cpu(), padding=1))
