@@ -389,10 +389,9 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
   c10_npu::LaunchSite site = capture_launch_site();
   c10_npu::launch_host_work(
       stream, schema.name().c_str(),
-      [state, op = target.op, cpu_args = cpu_arguments(schema, target.args_for(args), device),
-       device_index = device.index()]() mutable {
+      [state, op = target.op, cpu_args = cpu_arguments(schema, target.args_for(args), device)]() mutable {
         try {
-          KernelAllocationScope allocations(device_index);
+          KernelAllocationScope allocations;
           Stack s = as_stack(cpu_args);
           op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
           allocations.end();
@@ -554,9 +553,9 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     }
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
-        [functional = target.op, op = *out_op, cpu_args = std::move(cpu_args), device_index = device->index(),
+        [functional = target.op, op = *out_op, cpu_args = std::move(cpu_args),
          num_outputs = fresh_outputs.size(), output_geometry = geometries(cpu_aliases(fresh_outputs))]() mutable {
-          KernelAllocationScope allocations(device_index);
+          KernelAllocationScope allocations;
           try {
             Stack s(cpu_args.begin(), cpu_args.end());
             op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
@@ -593,9 +592,8 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
         [op = target.op, cpu_args = std::move(cpu_args), fresh_views = cpu_aliases(fresh_outputs),
-         device_index = device->index(), return_is_fresh, out_args = std::move(out_args),
-         out_bits = std::move(out_bits)]() mutable {
-          KernelAllocationScope allocations(device_index);
+         return_is_fresh, out_args = std::move(out_args), out_bits = std::move(out_bits)]() mutable {
+          KernelAllocationScope allocations;
           Stack s;
           std::optional<ResultPlacement> placement;
           if (out_args.empty()) {

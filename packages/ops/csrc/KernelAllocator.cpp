@@ -107,8 +107,7 @@ void install_kernel_allocator() {
   (void)installed;
 }
 
-KernelAllocationScope::KernelAllocationScope(c10::DeviceIndex device)
-    : device_(device), previous_(tls_scope) {
+KernelAllocationScope::KernelAllocationScope() : previous_(tls_scope) {
   tls_scope = this;
 }
 

@@ -17,7 +17,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
-#include <c10/core/Device.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -39,14 +38,13 @@ class KernelAllocationLender {
   virtual void allocated(int64_t index, size_t bytes, void* data) = 0;
 };
 
-// The CPU allocations of this thread come from device-work memory of
-// `device` while the scope lives (scopes nest). Without a device: the device
-// of the stream whose work this thread is running (asked at the first
-// allocation, so that kernels that allocate nothing pay nothing).
+// The CPU allocations of this thread come from device-work memory while the
+// scope lives (scopes nest): memory of the device whose stream's work this
+// thread is running, asked at the first allocation, so that kernels that
+// allocate nothing pay nothing.
 class KernelAllocationScope {
  public:
-  KernelAllocationScope() : KernelAllocationScope(-1) {}
-  explicit KernelAllocationScope(c10::DeviceIndex device);
+  KernelAllocationScope();
   ~KernelAllocationScope();
   KernelAllocationScope(const KernelAllocationScope&) = delete;
   KernelAllocationScope& operator=(const KernelAllocationScope&) = delete;
@@ -58,7 +56,7 @@ class KernelAllocationScope {
   c10::DataPtr allocate(size_t bytes);
 
  private:
-  c10::DeviceIndex device_;
+  c10::DeviceIndex device_ = -1; // resolved at the first allocation
   KernelAllocationLender* lender_ = nullptr;
   KernelAllocationScope* previous_;
   int64_t next_index_ = 0;

@@ -521,7 +521,8 @@ class DeviceCachingAllocator {
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "NPU out of memory. Tried to allocate ",
         format_size(requested), " (a new segment of ", format_size(segment_size), ")",
-        device_work ? " for device work (a kernel's temporary or result)" : "", ". npu:", static_cast<int>(device_), " has a total capacity of ",
+        device_work ? " for device work (a kernel's temporary or result)" : "", ". npu:",
+        static_cast<int>(device_), " has a total capacity of ",
         format_size(total), " of which ", format_size(free), " is free.", limit,
         " Of the memory in use by this process, ", format_size(allocated),
         " is allocated by PyTorch and ", format_size(reserved_now - allocated),
