@@ -23,12 +23,22 @@ extern "C" {
 // npuSimSetWorkError with a message. A failure is reported (error code
 // ACL_ERROR_RT_AICORE_EXCEPTION and aclGetRecentErrMsg naming the work) by
 // the next synchronizing call on that stream or device.
+//
+// `flags` (0 or NPU_SIM_WORK_AWAITED): an awaited work item is one its
+// launcher synchronizes with right after launching it (an op whose result
+// the host needs at once). When every earlier work of the stream is done,
+// the synchronizing thread runs it itself, still in stream order: handing
+// it to the worker thread would cost a wake-up and the waiter's spinning
+// would take a CPU from the work.
 typedef struct npuSimWork {
   const char* name; // kernel name, static storage; shows in errors/profiles
   aclError (*run)(void* ctx);
   void (*release)(void* ctx); // may be null
   void* ctx;
+  uint32_t flags;
 } npuSimWork;
+
+#define NPU_SIM_WORK_AWAITED 0x1u
 
 // Enqueues `work` on `stream` (null: the current device's default stream).
 // `workId`, when not null, receives a process-unique id of this launch.

@@ -63,14 +63,18 @@ aclError run_work_body(Body& body, const std::string* launched_from) noexcept {
 // Enqueues `fn()` (a callable, moved into the work item) as device work named
 // `name` (static storage). An exception thrown by `fn` becomes a device-work
 // error reported by the next synchronising call, naming `site` if given.
+// `flags`: NPU_SIM_WORK_AWAITED if the caller synchronizes with the stream
+// right after (see npu_sim_ext.h).
 template <typename Fn>
-uint64_t launch_host_work(const NPUStream& stream, const char* name, Fn&& fn, LaunchSite site = nullptr) {
+uint64_t launch_host_work(
+    const NPUStream& stream, const char* name, Fn&& fn, LaunchSite site = nullptr, uint32_t flags = 0) {
   struct Closure {
     std::decay_t<Fn> fn;
     LaunchSite site;
   };
   npuSimWork work{};
   work.name = name;
+  work.flags = flags;
   // From here on the work item owns the closure: launch_work releases it
   // itself if the launch fails.
   work.ctx = new Closure{std::forward<Fn>(fn), std::move(site)};

@@ -30,9 +30,15 @@ constexpr uint64_t kNobodyWaits = UINT64_MAX;
 // records, which behave the same on any thread. User work may rely on
 // running on the worker (its device, its signal context); event waits
 // could block the synchronizer on other streams.
+bool isAwaited(const WorkItem& item) {
+  const auto* user = std::get_if<UserWork>(&item);
+  return user != nullptr && (user->work.flags & NPU_SIM_WORK_AWAITED) != 0;
+}
+
+// Work a synchronizer may run itself when the worker is idle.
 bool isStealable(const WorkItem& item) {
   return std::holds_alternative<CopyWork>(item) || std::holds_alternative<MemsetWork>(item) ||
-      std::holds_alternative<RecordWork>(item);
+      std::holds_alternative<RecordWork>(item) || isAwaited(item);
 }
 
 bool isBulk(const WorkItem& item) {
@@ -145,7 +151,9 @@ void Stream::enqueue(const WorkItem& item) {
   // No fence between publishing and this load (it would cost a round trip
   // between cores per item): a worker going to sleep at this very moment
   // can miss the item, which its first, short sleep bounds (awaitWork).
-  if (worker_sleeping_.load(std::memory_order_relaxed)) {
+  // Awaited work is left to its launcher, who synchronizes next and wakes
+  // the worker only if it cannot run the work itself.
+  if (!isAwaited(item) && worker_sleeping_.load(std::memory_order_relaxed)) {
     wakeWorker();
   }
 }
@@ -220,15 +228,16 @@ bool Stream::waitFor(uint64_t target) {
   // before it sleeps, so that a worker which missed our item is seen
   // asleep here and woken now rather than after its first sleep.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (worker_sleeping_.load(std::memory_order_relaxed) && hasWork()) {
-    wakeWorker();
-  }
   // Waking a sleeping worker takes 100-250 us on a VM whose other virtual
   // CPU is idle, and the copy then runs on a CPU that was idle; the caller
   // would only wait meanwhile, so when the worker is idle it runs the
-  // leading copies itself (the usual copy-then-synchronize, and every
-  // blocking copy).
+  // leading copies and awaited work itself (the usual copy-then-synchronize,
+  // every blocking copy, data-dependent ops). The worker is woken for what
+  // is left.
   while (runQueuedHere(target)) {
+  }
+  if (!reached(target) && worker_sleeping_.load(std::memory_order_relaxed) && hasWork()) {
+    wakeWorker();
   }
   if (reached(target) || spinUntil(done, kWaiterSpin)) {
     return true;

@@ -96,7 +96,11 @@ RELEASE_FN = CFUNCTYPE(None, c_void_p)
 
 
 class NpuSimWork(Structure):
-    _fields_ = [("name", c_char_p), ("run", RUN_FN), ("release", RELEASE_FN), ("ctx", c_void_p)]
+    _fields_ = [("name", c_char_p), ("run", RUN_FN), ("release", RELEASE_FN), ("ctx", c_void_p),
+                ("flags", c_uint32)]
+
+
+NPU_SIM_WORK_AWAITED = 0x1
 
 
 _SIGNATURES = {
@@ -285,12 +289,12 @@ class Sim:
         self.check("aclrtEventElapsedTime", self.lib.aclrtEventElapsedTime(byref(ms), a, b))
         return ms.value
 
-    def launch(self, fn, stream=None, name=b"test_work", release=None):
+    def launch(self, fn, stream=None, name=b"test_work", release=None, flags=0):
         """Runs fn() on the stream's worker; fn returns an int status."""
         run = RUN_FN(lambda ctx: fn())
         rel = RELEASE_FN(lambda ctx: release()) if release else RELEASE_FN()
         name_buf = ctypes.create_string_buffer(name)
-        work = NpuSimWork(ctypes.cast(name_buf, c_char_p), run, rel, None)
+        work = NpuSimWork(ctypes.cast(name_buf, c_char_p), run, rel, None, flags)
         self._keep.extend([run, rel, name_buf])
         wid = c_uint64()
         self.check("npuSimLaunchWork", self.lib.npuSimLaunchWork(stream, byref(work), byref(wid)))

@@ -16,6 +16,7 @@ from _simlib import (
     ACL_STREAM_STATUS_COMPLETE,
     ACL_STREAM_STATUS_NOT_READY,
     D2H,
+    NPU_SIM_WORK_AWAITED,
     PARAM_ERRORS,
     MiB,
 )
@@ -324,6 +325,38 @@ def test_work_errors_via_device_and_event_sync(dev0):
     assert sim.lib.aclrtSynchronizeEvent(ev) == 0
     assert sim.lib.aclrtSynchronizeStream(s) == 0
     sim.lib.aclrtDestroyEvent(ev)
+    sim.destroy_stream(s)
+
+
+def test_awaited_work_on_an_idle_stream_runs_on_the_synchronizing_thread(dev0):
+    # Its launcher synchronizes next: handing it to a sleeping worker would
+    # only add the worker's wake-up to the wait.
+    sim = dev0
+    s = sim.create_stream()
+    sim.launch(lambda: 0, s)
+    sim.sync(s)
+    time.sleep(0.05)                         # the worker falls asleep
+    ran_on = []
+    sim.launch(lambda: ran_on.append(threading.get_ident()) or 0, s, flags=NPU_SIM_WORK_AWAITED)
+    assert ran_on == []                      # launching does not run it
+    sim.sync(s)
+    assert ran_on == [threading.get_ident()]
+    # Its errors are reported by that synchronization, as any work's.
+    sim.launch(failing(sim, b"awaited"), s, name=b"awaited_kernel", flags=NPU_SIM_WORK_AWAITED)
+    assert sim.lib.aclrtSynchronizeStream(s) == ACL_ERROR_RT_AICORE_EXCEPTION
+    assert sim.err() == "device work 'awaited_kernel' failed: awaited"
+    sim.destroy_stream(s)
+
+
+def test_awaited_work_still_runs_after_the_work_before_it(dev0):
+    sim = dev0
+    s = sim.create_stream()
+    order = []
+    sim.launch(lambda: time.sleep(0.1) or order.append("earlier") or 0, s)
+    sim.launch(lambda: order.append("awaited") or 0, s, flags=NPU_SIM_WORK_AWAITED)
+    sim.launch(lambda: order.append("later") or 0, s)
+    sim.sync(s)
+    assert order == ["earlier", "awaited", "later"]
     sim.destroy_stream(s)
 
 
