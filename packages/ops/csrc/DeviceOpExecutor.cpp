@@ -1,7 +1,10 @@
 #include "DeviceOpExecutor.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/GradMode.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/as_strided.h>
@@ -23,6 +26,7 @@
 #include "OutVariants.h"
 #include "ResultCopy.h"
 #include "ResultPlacement.h"
+#include "SparseTensors.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGenerator.h"
 #include "npu/NPUGuardImpl.h"
@@ -88,11 +92,36 @@ std::vector<at::Tensor> tensors_of(const IValue& v) {
   return out;
 }
 
+// Some CPU kernels compute outputs for the backward only when an input
+// requires grad (sparse.mm's amax/amin argument indices): a kernel's CPU
+// alias requires grad where the npu tensor does. It runs below autograd
+// (BelowAutograd), so nothing is recorded.
+void keep_requires_grad(at::Tensor& alias, const at::Tensor& t) {
+  if (t.requires_grad()) {
+    alias.set_requires_grad(true);
+  }
+}
+
+// What a CPU kernel sees of autograd when the CPU runs it: the caller's grad
+// mode, and the ops it calls dispatched below autograd.
+struct BelowAutograd {
+  explicit BelowAutograd(bool grad_enabled) : grad_mode(grad_enabled) {}
+  c10::AutoGradMode grad_mode;
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+};
+
+at::Tensor cpu_alias(const at::Tensor& t);
+
 // An npu tensor seen as a CPU tensor over the same memory. Dereferenced
 // only inside device work (the address is the simulator's host alias).
 at::Tensor cpu_alias(const at::Tensor& t) {
   if (!t.defined()) {
     return t;
+  }
+  if (is_sparse_layout(t)) {
+    at::Tensor alias = sparse_with_members(t, c10::Device(c10::DeviceType::CPU), &cpu_alias);
+    keep_requires_grad(alias, t);
+    return alias;
   }
   const auto options = t.options().device(c10::DeviceType::CPU);
   at::Tensor alias = t.data_ptr() == nullptr
@@ -102,6 +131,7 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   // views, ...) receive tensors with the bits: the CPU kernel must see them.
   alias._set_conj(t.is_conj());
   alias._set_neg(t.is_neg());
+  keep_requires_grad(alias, t);
   return alias;
 }
 
@@ -236,6 +266,11 @@ bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>&
   };
   const auto& name = op.schema().name();
   if (kNames.count(name) > 0) {
+    return true;
+  }
+  // Conversions of a dense tensor to a sparse layout (to_sparse, ...): how
+  // many elements the result specifies depends on the values.
+  if (std::string_view(name).starts_with("aten::_to_sparse")) {
     return true;
   }
   // The meta kernels of the batch and layer norms follow CUDA's kernels: the
@@ -377,6 +412,74 @@ Stack as_stack(std::vector<IValue>& args) {
   return Stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
 }
 
+// The CPU kernel's dispatch keys: the sparse ones where sparse tensors are
+// among its arguments (the dispatcher then picks the sparse kernel, as it
+// does for the npu op).
+c10::DispatchKeySet cpu_kernel_keys(const std::vector<IValue>& cpu_args) {
+  c10::DispatchKeySet keys(c10::DispatchKey::CPU);
+  for (const auto& arg : cpu_args) {
+    for_each_tensor(arg, [&](const at::Tensor& t) {
+      if (!t.defined()) {
+        return;
+      }
+      if (t.layout() == c10::kSparse) {
+        keys = keys.add(c10::DispatchKey::SparseCPU);
+      } else if (t.layout() != c10::kStrided) {
+        keys = keys.add(c10::DispatchKey::SparseCsrCPU);
+      }
+    });
+  }
+  return keys;
+}
+
+// The results of a synchronous op, moved into npu memory by device work.
+// The kernel left them in device-work memory (or in host memory, or
+// aliasing its inputs); once the host knows their sizes it allocates npu
+// tensors for them, and a work item queued after the op copies the values
+// and frees the kernel's memory (device-work memory is freed by device
+// work: no later work can still be using it).
+class ResultTransfers {
+ public:
+  explicit ResultTransfers(c10::Device device) : device_(device) {}
+
+  // A new npu tensor (of `result`'s layout) that will hold `result`'s values.
+  at::Tensor to_npu(const at::Tensor& result) {
+    if (!result.defined()) {
+      return result;
+    }
+    if (is_sparse_layout(result)) {
+      return sparse_with_members(result, device_, [&](const at::Tensor& m) { return to_npu(m); });
+    }
+    // Keeps the result's strides when they are dense, as Tensor.to does.
+    at::Tensor npu = at::empty_like(result, result.options().device(device_));
+    copy(npu, result);
+    return npu;
+  }
+
+  // Queues the copy of `result` into the dense npu tensor `npu` (same sizes).
+  void copy(const at::Tensor& npu, const at::Tensor& result) {
+    if (npu.numel() > 0) {
+      copies_.emplace_back(cpu_alias(npu), result);
+    }
+  }
+
+  void launch(const c10_npu::NPUStream& stream, const char* name) {
+    if (copies_.empty()) {
+      return;
+    }
+    c10_npu::launch_host_work(stream, name, [copies = std::move(copies_)]() mutable {
+      for (const auto& [npu, result] : copies) {
+        copy_result(npu, result);
+      }
+      copies.clear(); // frees the kernel's memory
+    });
+  }
+
+ private:
+  c10::Device device_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies_; // (CPU view of npu memory, result)
+};
+
 // Runs the op synchronously as device work and returns its results on npu.
 void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::Device device,
               const c10_npu::NPUStream& stream, Stack* stack) {
@@ -387,26 +490,26 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
   };
   auto state = std::make_shared<State>();
   c10_npu::LaunchSite site = capture_launch_site();
+  std::vector<IValue> cpu_args = cpu_arguments(schema, target.args_for(args), device);
+  const c10::DispatchKeySet keys = cpu_kernel_keys(cpu_args);
   c10_npu::launch_host_work(
       stream, schema.name().c_str(),
-      [state, op = target.op, cpu_args = cpu_arguments(schema, target.args_for(args), device)]() mutable {
+      [state, op = target.op, keys, cpu_args = std::move(cpu_args),
+       grad_enabled = c10::GradMode::is_enabled()]() mutable {
         try {
+          const BelowAutograd autograd(grad_enabled);
           KernelAllocationScope allocations;
           Stack s = as_stack(cpu_args);
-          op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+          op.redispatchBoxed(keys, &s);
           allocations.end();
-          // The host reads these results: results the kernel allocated in
-          // device-work memory are copied to host memory by the work.
-          for (IValue& result : s) {
-            result = map_tensors(result, [](const at::Tensor& t) {
-              return in_device_work_memory(t) ? t.clone() : t;
-            });
-          }
+          // The results stay where the kernel left them (device-work
+          // memory, mostly) until the transfer work below copies them.
           state->results = std::move(s);
         } catch (...) {
           state->error = std::current_exception();
         }
-      });
+      },
+      nullptr, NPU_SIM_WORK_AWAITED);
   stream.synchronize(); // an error of earlier work names its own launch
   if (state->error) {
     // The host waited: the error is raised at the call.
@@ -419,29 +522,36 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
       throw;
     }
   }
+  // Now that their sizes are known, the results get npu memory, and device
+  // work copies them there: the host does not wait for that.
+  ResultTransfers transfers(device);
   const auto& returns = target.caller_schema.returns();
   for (size_t i = 0; i < state->results.size(); ++i) {
+    const IValue& result = state->results[i];
     const int alias = i < returns.size() ? aliased_argument(target.caller_schema, returns[i]) : -1;
     if (alias >= 0 && returns[i].alias_info()->isWrite()) {
-      // An out= kernel may resize its output: an empty npu output's alias
-      // is a host tensor (there is no memory to alias), and one too small
-      // cannot grow in place. Then the values are in host memory: move them
-      // to the npu argument, resized as the kernel resized its output.
-      const at::Tensor& result = state->results[i].isTensor() ? state->results[i].toTensor() : at::Tensor();
+      // An in-place or out= kernel may have given its output new memory
+      // (an empty npu output's alias has none to write into; sparse outputs
+      // get new members): the npu argument then takes the new values.
+      const at::Tensor& out = result.isTensor() ? result.toTensor() : at::Tensor();
       const at::Tensor& npu_out = args[alias].isTensor() ? args[alias].toTensor() : at::Tensor();
-      if (result.defined() && npu_out.defined() &&
-          (result.data_ptr() != c10_npu::host_access(npu_out.data_ptr()) || !result.sizes().equals(npu_out.sizes()))) {
-        npu_out.resize_(result.sizes());
-        npu_out.copy_(result);
+      if (is_sparse_layout(npu_out)) {
+        TORCH_CHECK(
+            out.defined() && out.layout() == npu_out.layout(), schema.name(), ": the CPU kernel returned a ",
+            out.defined() ? c10::str(out.layout()) : "undefined", " tensor for a ", npu_out.layout(), " output");
+        set_sparse_members(npu_out, transfers.to_npu(out));
+      } else if (out.defined() && npu_out.defined() &&
+                 (out.data_ptr() != c10_npu::host_access(npu_out.data_ptr()) || !out.sizes().equals(npu_out.sizes()))) {
+        npu_out.resize_(out.sizes());
+        transfers.copy(npu_out, out);
       }
       stack->push_back(args[alias]);
       continue;
     }
-    // Fresh host results (the kernel allocated them on the CPU): to npu.
-    stack->push_back(map_tensors(state->results[i], [&](const at::Tensor& t) {
-      return t.defined() ? t.to(device) : t;
-    }));
+    stack->push_back(map_tensors(result, [&](const at::Tensor& t) { return transfers.to_npu(t); }));
   }
+  state->results.clear();
+  transfers.launch(stream, schema.name().c_str());
   count(ExecutionPath::DeviceSync, schema.name());
 }
 
@@ -455,21 +565,36 @@ bool strict_mode() {
   return strict;
 }
 
-} // namespace
+// Takes the op's arguments off the stack.
+std::vector<IValue> pop_arguments(const c10::FunctionSchema& schema, Stack* stack) {
+  const auto num_args = static_cast<std::ptrdiff_t>(schema.arguments().size());
+  std::vector<IValue> args(std::make_move_iterator(stack->end() - num_args), std::make_move_iterator(stack->end()));
+  stack->erase(stack->end() - num_args, stack->end());
+  return args;
+}
 
-void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
-  const auto& schema = op.schema();
-  const size_t num_args = schema.arguments().size();
-  std::vector<IValue> args(
-      std::make_move_iterator(stack->end() - static_cast<std::ptrdiff_t>(num_args)),
-      std::make_move_iterator(stack->end()));
-  stack->erase(stack->end() - static_cast<std::ptrdiff_t>(num_args), stack->end());
-
+c10::Device device_of(const c10::FunctionSchema& schema, const std::vector<IValue>& args) {
   const auto device = op_device(args, schema.name().c_str());
   TORCH_CHECK(device.has_value(), "torch-npu-ops: ", schema.name(),
               " was dispatched to npu without npu tensors or an npu device");
-  const c10_npu::NPUGuard guard(*device);
-  const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device->index());
+  return *device;
+}
+
+} // namespace
+
+void run_sparse_on_npu(const c10::OperatorHandle& op, Stack* stack) {
+  std::vector<IValue> args = pop_arguments(op.schema(), stack);
+  const c10::Device device = device_of(op.schema(), args);
+  const c10_npu::NPUGuard guard(device);
+  run_sync(translate(op, args), args, device, c10_npu::getCurrentNPUStream(device.index()), stack);
+}
+
+void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
+  const auto& schema = op.schema();
+  std::vector<IValue> args = pop_arguments(schema, stack);
+  const c10::Device device = device_of(schema, args);
+  const c10_npu::NPUGuard guard(device);
+  const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device.index());
   TranslatedOp target = translate(op, args);
   const auto& target_schema = target.op.schema();
 
@@ -485,7 +610,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
         "torch-npu-ops strict mode (TORCH_NPU_OPS_STRICT=1): ", schema.name(),
         " has no meta kernel for these arguments, so it would run synchronously. "
         "Unset TORCH_NPU_OPS_STRICT to allow it.");
-    run_sync(target, args, *device, stream, stack);
+    run_sync(target, args, device, stream, stack);
     return;
   }
 
@@ -522,7 +647,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
       return_is_fresh[i] = true;
       for (const auto& s : specs) {
         outs.push_back(s.defined ? at::empty_strided(s.sizes, s.strides,
-                                                     at::TensorOptions().dtype(s.dtype).device(*device))
+                                                     at::TensorOptions().dtype(s.dtype).device(device))
                                  : at::Tensor());
         fresh_outputs.push_back(outs.back());
       }
@@ -538,7 +663,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   for (const auto& out : fresh_outputs) {
     all_fresh_defined &= out.defined();
   }
-  std::vector<IValue> cpu_args = cpu_arguments(target_schema, target.args_for(args), *device);
+  std::vector<IValue> cpu_args = cpu_arguments(target_schema, target.args_for(args), device);
   c10_npu::LaunchSite site = capture_launch_site();
 
   // A functional op with an out= overload writes straight into the npu
@@ -554,7 +679,9 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
         [functional = target.op, op = *out_op, cpu_args = std::move(cpu_args),
-         num_outputs = fresh_outputs.size(), output_geometry = geometries(cpu_aliases(fresh_outputs))]() mutable {
+         num_outputs = fresh_outputs.size(), output_geometry = geometries(cpu_aliases(fresh_outputs)),
+         grad_enabled = c10::GradMode::is_enabled()]() mutable {
+          const BelowAutograd autograd(grad_enabled);
           KernelAllocationScope allocations;
           try {
             Stack s(cpu_args.begin(), cpu_args.end());
@@ -592,7 +719,9 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
         [op = target.op, cpu_args = std::move(cpu_args), fresh_views = cpu_aliases(fresh_outputs),
-         return_is_fresh, out_args = std::move(out_args), out_bits = std::move(out_bits)]() mutable {
+         return_is_fresh, out_args = std::move(out_args), out_bits = std::move(out_bits),
+         grad_enabled = c10::GradMode::is_enabled()]() mutable {
+          const BelowAutograd autograd(grad_enabled);
           KernelAllocationScope allocations;
           Stack s;
           std::optional<ResultPlacement> placement;

@@ -19,4 +19,9 @@ namespace torch_npu_ops {
 // The boxed kernel installed as core's missing-kernel handler.
 void run_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// The boxed fallback of the sparse npu dispatch keys: the op's sparse CPU
+// kernel runs as device work on the members' device memory, and the host
+// waits for it (a sparse result's size depends on the data).
+void run_sparse_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 } // namespace torch_npu_ops

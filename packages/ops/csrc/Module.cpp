@@ -5,6 +5,7 @@
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
 #include "KernelAllocator.h"
+#include "SparseTensors.h"
 #include "aten/MissingKernelFallback.h"
 
 namespace py = pybind11;
@@ -15,6 +16,7 @@ PYBIND11_MODULE(_C, m) {
     // Every op without a dedicated npu kernel runs through the generic
     // device executor from now on.
     c10_npu::aten::set_missing_kernel_handler(&torch_npu_ops::run_on_npu);
+    torch_npu_ops::install_sparse_kernels();
     // Before any device work: CPU kernels running as device work then
     // allocate device memory (and may compute results in their outputs).
     torch_npu_ops::install_kernel_allocator();

@@ -151,6 +151,10 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
   }
   auto spec = std::make_shared<OutputSpec>();
   for (const auto& result : stack) {
+    // A sparse result's number of elements depends on the data.
+    if (result.isTensor() && result.toTensor().defined() && result.toTensor().layout() != c10::kStrided) {
+      return nullptr;
+    }
     std::vector<TensorSpec> tensors;
     if (result.isTensor()) {
       tensors.push_back(spec_of(result.toTensor()));

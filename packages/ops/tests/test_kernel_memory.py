@@ -37,6 +37,25 @@ def test_results_the_host_waits_for_come_back_and_free_their_device_memory():
     assert torch.npu.memory_allocated() == base
 
 
+def test_out_arguments_of_data_dependent_ops_take_their_results():
+    # The kernel resizes an empty out= argument, so its result lands in
+    # kernel memory first and is moved into the npu argument by device work.
+    x = torch.tensor([0.0, 1.5, 0.0, -2.0, 3.0]).repeat(1000)
+    expected_values, expected_indices = x[x != 0], torch.nonzero(x)
+    xn = x.npu()
+    torch.npu.synchronize()
+    base = torch.npu.memory_allocated()
+    values = torch.empty(0, device="npu")
+    indices = torch.empty(0, dtype=torch.long, device="npu")
+    torch.masked_select(xn, xn != 0, out=values)
+    torch.nonzero(xn, out=indices)
+    torch.testing.assert_close(values.cpu(), expected_values, rtol=0, atol=0)
+    torch.testing.assert_close(indices.cpu(), expected_indices, rtol=0, atol=0)
+    del values, indices
+    torch.npu.synchronize()
+    assert torch.npu.memory_allocated() == base
+
+
 def test_out_of_memory_in_a_kernel_names_the_op_and_the_line(python_subprocess_env):
     code = """
         import torch, torch_npu, torch.nn.functional as F

@@ -219,8 +219,16 @@ class Mirror:
     def tensor(self, t: torch.Tensor) -> torch.Tensor:
         if id(t) in self.memo:
             return self.memo[id(t)]
-        if t.layout != torch.strided or t.device.type != "cpu":
-            raise TypeError(f"cannot mirror a {t.layout} tensor on {t.device}")
+        if t.device.type != "cpu":
+            raise TypeError(f"cannot mirror a tensor on {t.device}")
+        if t.layout != torch.strided:
+            # A sparse tensor has no storage to share: its members move.
+            out = t.detach().to("npu")
+            if t.requires_grad:
+                out.requires_grad_(True)
+                self.leaves.append((t, out))
+            self.memo[id(t)] = out
+            return out
         base = t._base
         # The whole storage, then the same view of it: the op sees the same
         # sizes, strides and offset, and ops that read past the view

@@ -1,0 +1,185 @@
+"""Sparse npu tensors: COO and the compressed layouts hold their indices and
+values in npu memory, and their ops run the CPU's sparse kernels as device
+work, with the CPU's results."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_npu  # noqa: F401
+from torch_npu.ops import execution_counters
+
+pytestmark = pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")
+
+COMPRESSED = [torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc]
+
+
+def dense_sample(dtype=torch.float32, shape=(6, 8), seed=0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g).to(dtype)
+    return x * (torch.rand(shape, generator=g) < 0.4)
+
+
+def to_layout(x: torch.Tensor, layout: torch.layout) -> torch.Tensor:
+    if layout == torch.sparse_coo:
+        return x.to_sparse()
+    blocksize = (2, 2) if layout in (torch.sparse_bsr, torch.sparse_bsc) else None
+    return x.to_sparse(layout=layout, blocksize=blocksize)
+
+
+def members(t: torch.Tensor) -> list[torch.Tensor]:
+    if t.layout == torch.sparse_coo:
+        return [t._indices(), t._values()]
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return [t.crow_indices(), t.col_indices(), t.values()]
+    return [t.ccol_indices(), t.row_indices(), t.values()]
+
+
+def assert_same_sparse(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """Same layout, size and members, bit for bit (actual may be on npu)."""
+    assert actual.layout == expected.layout
+    assert actual.shape == expected.shape
+    if expected.layout == torch.sparse_coo:
+        assert actual.is_coalesced() == expected.is_coalesced()
+    for a, e in zip(members(actual), members(expected)):
+        torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, *COMPRESSED], ids=str)
+def test_sparse_tensor_moves_to_npu_with_its_members_in_npu_memory(layout):
+    cpu = to_layout(dense_sample(), layout)
+    npu = cpu.npu()
+    assert npu.device.type == "npu" and npu.layout == layout
+    assert all(m.device.type == "npu" for m in members(npu))
+    assert npu._nnz() == cpu._nnz()
+    assert_same_sparse(npu, cpu)
+    assert_same_sparse(npu.cpu(), cpu)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, *COMPRESSED], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.complex64], ids=str)
+def test_dense_npu_tensor_converts_to_a_sparse_npu_tensor_as_on_the_cpu(layout, dtype):
+    x = dense_sample(dtype)
+    expected = to_layout(x, layout)
+    actual = to_layout(x.npu(), layout)
+    assert actual.device.type == "npu"
+    assert_same_sparse(actual, expected)
+    torch.testing.assert_close(actual.to_dense().cpu(), x, rtol=0, atol=0)
+
+
+def test_sparse_ops_give_the_cpus_results():
+    a, b = dense_sample(seed=1), dense_sample(seed=2)
+    dense = torch.randn(8, 5, generator=torch.Generator().manual_seed(3))
+    coo_a, coo_b = a.to_sparse(), b.to_sparse()
+    csr_a = a.to_sparse_csr()
+    results = {}
+    for device in ("cpu", "npu"):
+        ca, cb, ra, d = (t.to(device) for t in (coo_a, coo_b, csr_a, dense))
+        results[device] = {
+            "coo + coo": (ca + cb).coalesce(),
+            "coo * 3": ca * 3,
+            "coo.coalesce": (ca + ca).coalesce(),
+            "coo @ dense": torch.sparse.mm(ca, d),
+            "csr @ dense": ra @ d,
+            "csr.sin": ra.sin(),
+            "csr * 2": ra * 2,
+            "sampled_addmm": torch.sparse.sampled_addmm(ra, d.t()[:, :6].t().contiguous(), d.t()),
+            "sum": torch.sparse.sum(ca),
+        }
+    for name, expected in results["cpu"].items():
+        actual = results["npu"][name]
+        assert actual.device.type == "npu", name
+        if expected.layout == torch.strided:
+            torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, msg=name)
+        else:
+            assert_same_sparse(actual, expected)
+
+
+def test_in_place_ops_update_the_sparse_npu_tensor():
+    x = dense_sample()
+    coo, csr = x.to_sparse().npu(), x.to_sparse_csr().npu()
+    coo.mul_(2)
+    csr.sin_()
+    torch.testing.assert_close(coo.to_dense().cpu(), x * 2, rtol=0, atol=0)
+    torch.testing.assert_close(csr.to_dense().cpu(), x.to_sparse_csr().sin().to_dense(), rtol=0, atol=0)
+    assert all(m.device.type == "npu" for m in members(coo) + members(csr))
+
+
+def test_sparse_ops_run_as_device_work_and_wait():
+    coo = dense_sample().to_sparse().npu()
+    before = execution_counters()["device_sync"]
+    (coo + coo).coalesce()
+    assert execution_counters()["device_sync"] > before
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_sparse_mm_reduce_backward_matches_the_cpu(reduce):
+    # The CPU kernel keeps the amax/amin argument indices only when an input
+    # requires grad: it must see that on npu too, or the backward reads none.
+    x = dense_sample(shape=(5, 5))
+    other = torch.randn(5, 3, generator=torch.Generator().manual_seed(4))
+    grads = {}
+    for device in ("cpu", "npu"):
+        csr = x.to_sparse_csr().to(device).requires_grad_()
+        d = other.to(device).requires_grad_()
+        out = torch.sparse.mm(csr, d, reduce)
+        g_csr, g_d = torch.autograd.grad(out, [csr, d], torch.ones_like(out))
+        grads[device] = (out.detach().cpu(), g_csr.cpu().to_dense(), g_d.cpu())
+    for actual, expected in zip(grads["npu"], grads["cpu"]):
+        torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+def test_gradient_flows_through_a_sparse_conversion():
+    x = dense_sample()
+    grads = {}
+    for device in ("cpu", "npu"):
+        leaf = x.detach().clone().to(device).requires_grad_()
+        (leaf.to_sparse().to_dense() * torch.arange(8.0, device=device)).sum().backward()
+        grads[device] = leaf.grad.cpu()
+    torch.testing.assert_close(grads["npu"], grads["cpu"], rtol=0, atol=0)
+
+
+def test_factories_and_constructors_make_sparse_npu_tensors():
+    indices = torch.tensor([[0, 1, 1], [2, 0, 2]])
+    values = torch.tensor([3.0, 4.0, 5.0])
+    expected = torch.sparse_coo_tensor(indices, values, (2, 3)).to_dense()
+    coo = torch.sparse_coo_tensor(indices.npu(), values.npu(), (2, 3))
+    assert coo.device.type == "npu" and coo.layout == torch.sparse_coo
+    torch.testing.assert_close(coo.to_dense().cpu(), expected, rtol=0, atol=0)
+    csr = torch.sparse_csr_tensor(
+        torch.tensor([0, 1, 3]).npu(), torch.tensor([2, 0, 2]).npu(), values.npu(), (2, 3))
+    torch.testing.assert_close(csr.to_dense().cpu(), expected, rtol=0, atol=0)
+    for layout in (torch.sparse_coo, torch.sparse_csr):
+        zeros = torch.zeros(2, 3, layout=layout, device="npu")
+        assert zeros.device.type == "npu" and zeros.layout == layout and zeros._nnz() == 0
+        torch.testing.assert_close(zeros.to_dense().cpu(), torch.zeros(2, 3), rtol=0, atol=0)
+
+
+def test_invalid_sparse_tensors_and_unsupported_ops_raise_as_on_the_cpu():
+    bad_indices = torch.tensor([[0, 5]])
+    values = torch.tensor([1.0, 2.0])
+    for device in ("cpu", "npu"):
+        with pytest.raises(RuntimeError, match="found index 5"):
+            torch.sparse_coo_tensor(bad_indices.to(device), values.to(device), (2,), check_invariants=True)
+    coo = dense_sample().to_sparse()
+    with pytest.raises((RuntimeError, NotImplementedError)) as on_cpu:
+        coo.exp()
+    with pytest.raises((RuntimeError, NotImplementedError)) as on_npu:
+        coo.npu().exp()
+    assert type(on_npu.value) is type(on_cpu.value)
+    # The device still works.
+    torch.testing.assert_close((coo.npu() * 2).to_dense().cpu(), coo.to_dense() * 2, rtol=0, atol=0)
+
+
+def test_strict_mode_allows_sparse_ops(python_subprocess_env):
+    # Sparse results are data-dependent: waiting for them is not a slow path.
+    code = """
+        import torch, torch_npu
+        x = torch.tensor([[0.0, 1.0], [2.0, 0.0]]).npu()
+        s = x.to_sparse()
+        print((s + s).coalesce()._nnz(), x.to_sparse_csr().to_dense().cpu().sum().item())
+    """
+    result = python_subprocess_env(code, {"TORCH_NPU_OPS_STRICT": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "2 3.0"
