@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -565,6 +566,104 @@ bool strict_mode() {
   return strict;
 }
 
+// The outputs of a sparse op whose results are all fresh dense tensors (a
+// sparse matrix times a dense one, to_dense, ...), shaped by its sparse meta
+// kernel; nothing if it has none, or returns a sparse or aliasing result.
+std::optional<std::vector<TensorSpec>> dense_outputs_of_sparse_op(
+    const TranslatedOp& target, const std::vector<IValue>& args) {
+  const auto& schema = target.caller_schema;
+  if (!returns_only_tensors(schema)) {
+    return std::nullopt;
+  }
+  for (const auto& ret : schema.returns()) {
+    if (ret.alias_info() != nullptr || ret.type()->kind() != c10::TypeKind::TensorType) {
+      return std::nullopt;
+    }
+  }
+  const c10::Device meta(c10::DeviceType::Meta);
+  std::function<at::Tensor(const at::Tensor&)> to_meta = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || !t.device().is_privateuseone()) {
+      return t;
+    }
+    if (is_sparse_layout(t)) {
+      return sparse_with_members(t, meta, to_meta);
+    }
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(meta));
+  };
+  std::vector<IValue> meta_args;
+  meta_args.reserve(args.size());
+  c10::DispatchKeySet keys(c10::DispatchKey::Meta);
+  for (const auto& arg : target.args_for(args)) {
+    if (arg.isDevice() && arg.toDevice().is_privateuseone()) {
+      meta_args.emplace_back(meta);
+      continue;
+    }
+    meta_args.push_back(map_tensors(arg, to_meta));
+    for_each_tensor(meta_args.back(), [&](const at::Tensor& t) {
+      if (t.defined() && t.layout() == c10::kSparse) {
+        keys = keys.add(c10::DispatchKey::SparseMeta);
+      } else if (is_sparse_layout(t)) {
+        keys = keys.add(c10::DispatchKey::SparseCsrMeta);
+      }
+    });
+  }
+  Stack s = as_stack(meta_args);
+  try {
+    target.op.redispatchBoxed(keys, &s);
+  } catch (const std::exception&) {
+    return std::nullopt; // no sparse meta kernel, or one that needs the data
+  }
+  std::vector<TensorSpec> outputs;
+  for (const auto& result : s) {
+    if (!result.isTensor() || !result.toTensor().defined() || is_sparse_layout(result.toTensor())) {
+      return std::nullopt;
+    }
+    const at::Tensor& t = result.toTensor();
+    TensorSpec spec;
+    spec.defined = true;
+    spec.sizes.assign(t.sizes().begin(), t.sizes().end());
+    spec.strides.assign(t.strides().begin(), t.strides().end());
+    spec.dtype = t.scalar_type();
+    outputs.push_back(std::move(spec));
+  }
+  return outputs;
+}
+
+// Queues a sparse op with dense results (dense_outputs_of_sparse_op) like
+// any other op: the host returns once the work is queued.
+void run_sparse_async(const TranslatedOp& target, const std::vector<IValue>& args,
+                      const std::vector<TensorSpec>& specs, c10::Device device,
+                      const c10_npu::NPUStream& stream, Stack* stack) {
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(specs.size());
+  for (const auto& spec : specs) {
+    outputs.push_back(at::empty_strided(spec.sizes, spec.strides, at::TensorOptions().dtype(spec.dtype).device(device)));
+  }
+  const auto& schema = target.op.schema();
+  std::vector<IValue> cpu_args = cpu_arguments(schema, target.args_for(args), device);
+  const c10::DispatchKeySet keys = cpu_kernel_keys(cpu_args);
+  c10_npu::launch_host_work(
+      stream, schema.name().c_str(),
+      [op = target.op, keys, cpu_args = std::move(cpu_args), views = cpu_aliases(outputs),
+       grad_enabled = c10::GradMode::is_enabled()]() mutable {
+        const BelowAutograd autograd(grad_enabled);
+        KernelAllocationScope allocations;
+        Stack s = as_stack(cpu_args);
+        op.redispatchBoxed(keys, &s);
+        for (size_t i = 0; i < views.size() && i < s.size(); ++i) {
+          if (views[i].numel() > 0) {
+            copy_result(views[i], s[i].toTensor());
+            count_result(ResultDelivery::Copied);
+          }
+        }
+      },
+      capture_launch_site());
+  for (auto& out : outputs) {
+    stack->emplace_back(std::move(out));
+  }
+  count(ExecutionPath::DeviceAsync, schema.name());
+}
+
 // Takes the op's arguments off the stack.
 std::vector<IValue> pop_arguments(const c10::FunctionSchema& schema, Stack* stack) {
   const auto num_args = static_cast<std::ptrdiff_t>(schema.arguments().size());
@@ -586,7 +685,13 @@ void run_sparse_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   std::vector<IValue> args = pop_arguments(op.schema(), stack);
   const c10::Device device = device_of(op.schema(), args);
   const c10_npu::NPUGuard guard(device);
-  run_sync(translate(op, args), args, device, c10_npu::getCurrentNPUStream(device.index()), stack);
+  const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device.index());
+  const TranslatedOp target = translate(op, args);
+  if (const auto outputs = dense_outputs_of_sparse_op(target, args)) {
+    run_sparse_async(target, args, *outputs, device, stream, stack);
+  } else {
+    run_sync(target, args, device, stream, stack);
+  }
 }
 
 void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {

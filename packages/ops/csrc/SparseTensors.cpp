@@ -44,7 +44,7 @@ namespace torch_npu_ops {
 
 at::Tensor sparse_with_members(
     const at::Tensor& t, c10::Device device, const std::function<at::Tensor(const at::Tensor&)>& member) {
-  TORCH_INTERNAL_ASSERT(device.is_cpu() || device.is_privateuseone());
+  TORCH_INTERNAL_ASSERT(device.is_cpu() || device.is_privateuseone() || device.is_meta());
   if (t.layout() == c10::kSparse) {
     const auto* impl = at::sparse::get_sparse_impl(t);
     return at::native::new_with_dims_and_tensor_sparse_symint(
@@ -52,8 +52,9 @@ at::Tensor sparse_with_members(
         t.scalar_type(), c10::kSparse, device, std::nullopt, impl->coalesced());
   }
   const auto* impl = at::sparse_csr::get_sparse_csr_impl(t);
-  const c10::DispatchKey key =
-      device.is_cpu() ? c10::DispatchKey::SparseCsrCPU : c10::DispatchKey::SparseCsrPrivateUse1;
+  const c10::DispatchKey key = device.is_cpu()
+      ? c10::DispatchKey::SparseCsrCPU
+      : (device.is_meta() ? c10::DispatchKey::SparseCsrMeta : c10::DispatchKey::SparseCsrPrivateUse1);
   auto out = c10::make_intrusive<at::SparseCsrTensorImpl>(c10::DispatchKeySet(key), device, t.layout(), t.dtype());
   out->set_member_tensors(
       member(impl->compressed_indices()), member(impl->plain_indices()), member(impl->values()), t.sym_sizes());

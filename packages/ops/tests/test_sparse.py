@@ -106,11 +106,27 @@ def test_in_place_ops_update_the_sparse_npu_tensor():
     assert all(m.device.type == "npu" for m in members(coo) + members(csr))
 
 
-def test_sparse_ops_run_as_device_work_and_wait():
+def test_sparse_ops_run_as_device_work_and_wait_for_sparse_results():
     coo = dense_sample().to_sparse().npu()
     before = execution_counters()["device_sync"]
     (coo + coo).coalesce()
     assert execution_counters()["device_sync"] > before
+
+
+def test_sparse_ops_with_dense_results_and_a_meta_kernel_do_not_wait():
+    # The sparse meta kernel sizes a CSR tensor's to_dense: it is queued like
+    # a dense op.
+    x = dense_sample()
+    csr = x.to_sparse_csr().npu()
+    torch.npu.synchronize()
+    before = execution_counters()
+    torch.npu._sleep(100)
+    dense = csr.to_dense()
+    after = execution_counters()
+    assert not torch.npu.current_stream().query()  # the host did not wait
+    assert after["device_sync"] == before["device_sync"]
+    assert after["device_async"] > before["device_async"]
+    torch.testing.assert_close(dense.cpu(), x, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
@@ -143,12 +159,13 @@ def test_gradient_flows_through_a_sparse_conversion():
 def test_factories_and_constructors_make_sparse_npu_tensors():
     indices = torch.tensor([[0, 1, 1], [2, 0, 2]])
     values = torch.tensor([3.0, 4.0, 5.0])
-    expected = torch.sparse_coo_tensor(indices, values, (2, 3)).to_dense()
-    coo = torch.sparse_coo_tensor(indices.npu(), values.npu(), (2, 3))
+    expected = torch.sparse_coo_tensor(indices, values, (2, 3), check_invariants=True).to_dense()
+    coo = torch.sparse_coo_tensor(indices.npu(), values.npu(), (2, 3), check_invariants=True)
     assert coo.device.type == "npu" and coo.layout == torch.sparse_coo
     torch.testing.assert_close(coo.to_dense().cpu(), expected, rtol=0, atol=0)
     csr = torch.sparse_csr_tensor(
-        torch.tensor([0, 1, 3]).npu(), torch.tensor([2, 0, 2]).npu(), values.npu(), (2, 3))
+        torch.tensor([0, 1, 3]).npu(), torch.tensor([2, 0, 2]).npu(), values.npu(), (2, 3),
+        check_invariants=True)
     torch.testing.assert_close(csr.to_dense().cpu(), expected, rtol=0, atol=0)
     for layout in (torch.sparse_coo, torch.sparse_csr):
         zeros = torch.zeros(2, 3, layout=layout, device="npu")
