@@ -1,7 +1,7 @@
 #include "DeviceOpExecutor.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/GradMode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -103,12 +103,18 @@ void keep_requires_grad(at::Tensor& alias, const at::Tensor& t) {
   }
 }
 
-// What a CPU kernel sees of autograd when the CPU runs it: the caller's grad
-// mode, and the ops it calls dispatched below autograd.
+// The dispatcher state a CPU kernel runs in, on whichever thread runs the
+// work (the stream's worker, or a synchronizing host thread; see
+// NPU_SIM_WORK_AWAITED): what the CPU gives it below autograd, with the
+// caller's grad mode. The host's own state (autocast, Python modes) stays
+// out: they see the npu op, not the CPU ops inside its kernel.
 struct BelowAutograd {
-  explicit BelowAutograd(bool grad_enabled) : grad_mode(grad_enabled) {}
+  explicit BelowAutograd(bool grad_enabled)
+      : dispatch_keys(c10::default_included_set,
+                      c10::default_excluded_set | c10::autograd_dispatch_keyset_with_ADInplaceOrView),
+        grad_mode(grad_enabled) {}
+  c10::impl::ForceDispatchKeyGuard dispatch_keys;
   c10::AutoGradMode grad_mode;
-  at::AutoDispatchBelowADInplaceOrView below_autograd;
 };
 
 at::Tensor cpu_alias(const at::Tensor& t);

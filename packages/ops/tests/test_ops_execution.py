@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import time
 
 import pytest
 import torch
@@ -247,3 +248,25 @@ def test_errors_raised_at_the_call_name_the_python_line():
     # call; the message names the Python line that launched the op.
     with pytest.raises(RuntimeError, match=r"launched from .*test_ops_execution\.py:\d+"):
         torch.repeat_interleave(torch.tensor([1, 2]).npu(), torch.tensor([-1, 1]).npu())
+
+
+@torch.library.custom_op("npu_test::dispatch_state", mutates_args=(), device_types="cpu")
+def _dispatch_state(x: torch.Tensor) -> torch.Tensor:
+    """What a CPU kernel sees: CPU autocast and grad mode."""
+    return torch.tensor([float(torch.is_autocast_enabled("cpu")), float(torch.is_grad_enabled())])
+
+
+@pytest.mark.parametrize("idle_before", [0.0, 0.05], ids=["worker-awake", "worker-asleep"])
+def test_kernels_run_in_the_cpus_dispatch_state_whichever_thread_runs_them(idle_before):
+    # A synchronous op (no meta kernel here) may run on the waiting host
+    # thread. Its CPU kernel must not see the host's CPU autocast (it is
+    # part of an npu op, not a CPU op of the program), but does see the
+    # caller's grad mode, as it would on the CPU.
+    x = torch.ones(2).npu()
+    for grad in (True, False):
+        torch.npu.synchronize()
+        time.sleep(idle_before)
+        with torch.autocast("cpu", dtype=torch.bfloat16), torch.set_grad_enabled(grad):
+            state = _dispatch_state(x)
+        assert state.device.type == "npu"
+        assert state.cpu().tolist() == [0.0, float(grad)]
