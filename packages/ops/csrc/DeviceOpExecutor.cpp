@@ -12,7 +12,6 @@
 
 #include <cstdlib>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -419,26 +418,6 @@ Stack as_stack(std::vector<IValue>& args) {
   return Stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
 }
 
-// The CPU kernel's dispatch keys: the sparse ones where sparse tensors are
-// among its arguments (the dispatcher then picks the sparse kernel, as it
-// does for the npu op).
-c10::DispatchKeySet cpu_kernel_keys(const std::vector<IValue>& cpu_args) {
-  c10::DispatchKeySet keys(c10::DispatchKey::CPU);
-  for (const auto& arg : cpu_args) {
-    for_each_tensor(arg, [&](const at::Tensor& t) {
-      if (!t.defined()) {
-        return;
-      }
-      if (t.layout() == c10::kSparse) {
-        keys = keys.add(c10::DispatchKey::SparseCPU);
-      } else if (t.layout() != c10::kStrided) {
-        keys = keys.add(c10::DispatchKey::SparseCsrCPU);
-      }
-    });
-  }
-  return keys;
-}
-
 // The results of a synchronous op, moved into npu memory by device work.
 // The kernel left them in device-work memory (or in host memory, or
 // aliasing its inputs); once the host knows their sizes it allocates npu
@@ -498,7 +477,7 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
   auto state = std::make_shared<State>();
   c10_npu::LaunchSite site = capture_launch_site();
   std::vector<IValue> cpu_args = cpu_arguments(schema, target.args_for(args), device);
-  const c10::DispatchKeySet keys = cpu_kernel_keys(cpu_args);
+  const c10::DispatchKeySet keys = kernel_keys(cpu_args, c10::BackendComponent::CPUBit);
   c10_npu::launch_host_work(
       stream, schema.name().c_str(),
       [state, op = target.op, keys, cpu_args = std::move(cpu_args),
@@ -577,60 +556,21 @@ bool strict_mode() {
 // kernel; nothing if it has none, or returns a sparse or aliasing result.
 std::optional<std::vector<TensorSpec>> dense_outputs_of_sparse_op(
     const TranslatedOp& target, const std::vector<IValue>& args) {
-  const auto& schema = target.caller_schema;
-  if (!returns_only_tensors(schema)) {
-    return std::nullopt;
-  }
-  for (const auto& ret : schema.returns()) {
+  for (const auto& ret : target.caller_schema.returns()) {
     if (ret.alias_info() != nullptr || ret.type()->kind() != c10::TypeKind::TensorType) {
       return std::nullopt;
     }
   }
-  const c10::Device meta(c10::DeviceType::Meta);
-  std::function<at::Tensor(const at::Tensor&)> to_meta = [&](const at::Tensor& t) -> at::Tensor {
-    if (!t.defined() || !t.device().is_privateuseone()) {
-      return t;
-    }
-    if (is_sparse_layout(t)) {
-      return sparse_with_members(t, meta, to_meta);
-    }
-    return at::empty_strided(t.sizes(), t.strides(), t.options().device(meta));
-  };
-  std::vector<IValue> meta_args;
-  meta_args.reserve(args.size());
-  c10::DispatchKeySet keys(c10::DispatchKey::Meta);
-  for (const auto& arg : target.args_for(args)) {
-    if (arg.isDevice() && arg.toDevice().is_privateuseone()) {
-      meta_args.emplace_back(meta);
-      continue;
-    }
-    meta_args.push_back(map_tensors(arg, to_meta));
-    for_each_tensor(meta_args.back(), [&](const at::Tensor& t) {
-      if (t.defined() && t.layout() == c10::kSparse) {
-        keys = keys.add(c10::DispatchKey::SparseMeta);
-      } else if (is_sparse_layout(t)) {
-        keys = keys.add(c10::DispatchKey::SparseCsrMeta);
-      }
-    });
-  }
-  Stack s = as_stack(meta_args);
-  try {
-    target.op.redispatchBoxed(keys, &s);
-  } catch (const std::exception&) {
-    return std::nullopt; // no sparse meta kernel, or one that needs the data
+  const auto spec = infer_outputs(target, args);
+  if (spec == nullptr) {
+    return std::nullopt; // no sparse meta kernel, one that needs the data, or a sparse result
   }
   std::vector<TensorSpec> outputs;
-  for (const auto& result : s) {
-    if (!result.isTensor() || !result.toTensor().defined() || is_sparse_layout(result.toTensor())) {
+  for (const auto& tensors : *spec) {
+    if (tensors.size() != 1 || !tensors[0].defined) {
       return std::nullopt;
     }
-    const at::Tensor& t = result.toTensor();
-    TensorSpec spec;
-    spec.defined = true;
-    spec.sizes.assign(t.sizes().begin(), t.sizes().end());
-    spec.strides.assign(t.strides().begin(), t.strides().end());
-    spec.dtype = t.scalar_type();
-    outputs.push_back(std::move(spec));
+    outputs.push_back(tensors[0]);
   }
   return outputs;
 }
@@ -647,7 +587,7 @@ void run_sparse_async(const TranslatedOp& target, const std::vector<IValue>& arg
   }
   const auto& schema = target.op.schema();
   std::vector<IValue> cpu_args = cpu_arguments(schema, target.args_for(args), device);
-  const c10::DispatchKeySet keys = cpu_kernel_keys(cpu_args);
+  const c10::DispatchKeySet keys = kernel_keys(cpu_args, c10::BackendComponent::CPUBit);
   c10_npu::launch_host_work(
       stream, schema.name().c_str(),
       [op = target.op, keys, cpu_args = std::move(cpu_args), views = cpu_aliases(outputs),

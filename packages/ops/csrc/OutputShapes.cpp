@@ -1,11 +1,14 @@
 #include "OutputShapes.h"
 
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include <ATen/ops/empty_strided.h>
+
+#include "SparseTensors.h"
 
 namespace torch_npu_ops {
 namespace {
@@ -40,6 +43,9 @@ void put_tensor(std::string& key, const at::Tensor& t) {
 // cannot describe (the result is then not cached).
 bool put_value(std::string& key, const c10::IValue& v) {
   if (v.isTensor()) {
+    if (is_sparse_layout(v.toTensor())) {
+      return false; // its nnz is not part of the key
+    }
     put_tensor(key, v.toTensor());
   } else if (v.isNone()) {
     key.push_back('N');
@@ -76,6 +82,9 @@ bool put_value(std::string& key, const c10::IValue& v) {
     const auto list = v.toTensorList();
     put(key, list.size());
     for (const at::Tensor& t : list) {
+      if (is_sparse_layout(t)) {
+        return false;
+      }
       put_tensor(key, t);
     }
   } else if (v.isList()) {
@@ -116,9 +125,12 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
     }
     stack.push_back(c10::IValue(arg));
     auto& v = stack.back();
-    auto to_meta = [](const at::Tensor& t) {
+    std::function<at::Tensor(const at::Tensor&)> to_meta = [&](const at::Tensor& t) -> at::Tensor {
       if (!t.defined() || !t.device().is_privateuseone()) {
         return t;
+      }
+      if (is_sparse_layout(t)) {
+        return sparse_with_members(t, c10::Device(c10::DeviceType::Meta), to_meta);
       }
       at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta));
       // Meta kernels of ops that see the conjugate and negative bits check them.
@@ -144,7 +156,7 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
     }
   }
   try {
-    target.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+    target.op.redispatchBoxed(kernel_keys(stack, c10::BackendComponent::MetaBit), &stack);
   } catch (const std::exception&) {
     // No meta kernel, or one that needs the data.
     return nullptr;

@@ -61,6 +61,33 @@ at::Tensor sparse_with_members(
   return at::Tensor(std::move(out));
 }
 
+c10::DispatchKeySet kernel_keys(const std::vector<c10::IValue>& args, c10::BackendComponent backend) {
+  c10::DispatchKeySet functionality(c10::DispatchKey::Dense);
+  const auto add = [&](const at::Tensor& t) {
+    if (t.defined() && t.layout() == c10::kSparse) {
+      functionality = functionality.add(c10::DispatchKey::Sparse);
+    } else if (is_sparse_layout(t)) {
+      functionality = functionality.add(c10::DispatchKey::SparseCsr);
+    }
+  };
+  for (const auto& arg : args) {
+    if (arg.isTensor()) {
+      add(arg.toTensor());
+    } else if (arg.isTensorList()) {
+      for (const at::Tensor& t : arg.toTensorList()) {
+        add(t);
+      }
+    } else if (arg.isList()) {
+      for (const c10::IValue& element : arg.toList()) {
+        if (element.isTensor()) {
+          add(element.toTensor());
+        }
+      }
+    }
+  }
+  return functionality | c10::DispatchKeySet(backend);
+}
+
 void set_sparse_members(const at::Tensor& out, const at::Tensor& like) {
   TORCH_INTERNAL_ASSERT(out.layout() == like.layout());
   if (out.layout() == c10::kSparse) {

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <functional>
+#include <vector>
 
 namespace torch_npu_ops {
 
@@ -25,6 +27,11 @@ inline bool is_sparse_layout(const at::Tensor& t) {
 // memory.
 at::Tensor sparse_with_members(
     const at::Tensor& t, c10::Device device, const std::function<at::Tensor(const at::Tensor&)>& member);
+
+// The dispatch keys of `backend`'s kernel for arguments like `args`: its
+// dense key, plus its sparse ones where sparse tensors are among them (the
+// dispatcher then picks the sparse kernel, as it does for the npu op).
+c10::DispatchKeySet kernel_keys(const std::vector<c10::IValue>& args, c10::BackendComponent backend);
 
 // Makes the sparse tensor `out` take the size and members of `like`, a
 // sparse tensor of the same layout and device.
