@@ -110,7 +110,9 @@ def check_build_pins(matrix: Matrix) -> List[str]:
         pattern = defaults.get(tool, rf'DEV_{tool.upper()}:-{re.escape(version)}\}}')
         if not re.search(pattern, dev):
             problems.append(f"./dev: the default {tool} must be {version} (matrix default row)")
-    for dist in ("torch-npu-core", "torch-npu-ops"):
+    for dist in PACKAGE_DIRS:  # every C++ package (scikit-build-core) builds against the row's pins
+        if _pyproject(dist).get("build-system", {}).get("build-backend") != "scikit_build_core.build":
+            continue
         build = _requirements(_pyproject(dist), "build")
         for tool, version in pins.items():
             req = build.get(tool)

@@ -151,9 +151,36 @@ _SIGNATURES = {
     "npuSimGetHostAccessOffset": (c_int, [POINTER(ctypes.c_ssize_t)]),
     "npuSimStreamGetDevice": (c_int, [c_void_p, POINTER(c_int32)]),
     "npuSimDescribe": (c_char_p, []),
+    # HCCL (hccl_functions.h); HcclComm and aclrtStream are pointers
+    "HcclGetRootInfo": (c_int, [c_void_p]),
+    "HcclCommInitRootInfo": (c_int, [c_uint32, c_void_p, c_uint32, POINTER(c_void_p)]),
+    "HcclCommDestroy": (c_int, [c_void_p]),
+    "HcclGetRankSize": (c_int, [c_void_p, POINTER(c_uint32)]),
+    "HcclGetRankId": (c_int, [c_void_p, POINTER(c_uint32)]),
+    "HcclGetCommAsyncError": (c_int, [c_void_p, POINTER(c_int)]),
+    "HcclGetErrorString": (c_char_p, [c_int]),
+    "HcclAllReduce": (c_int, [c_void_p, c_void_p, c_uint64, c_int, c_int, c_void_p, c_void_p]),
+    "HcclBroadcast": (c_int, [c_void_p, c_uint64, c_int, c_uint32, c_void_p, c_void_p]),
+    "HcclReduce": (c_int, [c_void_p, c_void_p, c_uint64, c_int, c_int, c_uint32, c_void_p, c_void_p]),
+    "HcclAllGather": (c_int, [c_void_p, c_void_p, c_uint64, c_int, c_void_p, c_void_p]),
+    "HcclReduceScatter": (c_int, [c_void_p, c_void_p, c_uint64, c_int, c_int, c_void_p, c_void_p]),
+    "HcclBarrier": (c_int, [c_void_p, c_void_p]),
 }
 
-# Every function of the contract (acl_functions.h, npu_sim_ext.h).
+# ---- HCCL values (hccl_types.h) ----
+HCCL_SUCCESS = 0
+HCCL_E_PARA = 1
+HCCL_E_PTR = 2
+HCCL_E_NOT_SUPPORT = 5
+HCCL_E_TIMEOUT = 9
+HCCL_E_REMOTE = 21
+HCCL_ROOT_INFO_BYTES = 4108
+HCCL_SUM, HCCL_PROD, HCCL_MAX, HCCL_MIN = 0, 1, 2, 3
+HCCL_INT8, HCCL_INT16, HCCL_INT32, HCCL_FP16, HCCL_FP32, HCCL_INT64 = 0, 1, 2, 3, 4, 5
+HCCL_UINT64, HCCL_UINT8, HCCL_UINT16, HCCL_UINT32, HCCL_FP64, HCCL_BFP16 = 6, 7, 8, 9, 10, 11
+HCCL_INT128 = 12
+
+# Every function of the contract (acl_functions.h, npu_sim_ext.h, hccl_functions.h).
 CONTRACT_FUNCTIONS = sorted(_SIGNATURES)
 
 

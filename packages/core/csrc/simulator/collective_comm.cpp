@@ -1,0 +1,465 @@
+#include "collective_comm.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <random>
+
+#include "collective_reduce.h"
+#include "runtime.h"
+
+namespace npu_sim {
+
+namespace {
+
+constexpr uint32_t kMaxRanks = 1024;
+constexpr char kRootMagic[] = "npu-sim-hccl/1";
+// HCCL's default CCL buffer is 200 MiB per rank; the simulator's buffers
+// are host shared memory, so it defaults to less. HCCL_BUFFSIZE (MiB)
+// overrides both.
+constexpr uint64_t kDefaultSlotMiB = 16;
+// HCCL's documented defaults, in seconds.
+constexpr double kDefaultConnectTimeout = 120;
+constexpr double kDefaultExecTimeout = 1836;
+
+struct RootPayload {
+  char magic[sizeof(kRootMagic)];
+  char region[96]; // shm_open name
+};
+static_assert(sizeof(RootPayload) <= HCCL_ROOT_INFO_BYTES);
+
+struct alignas(64) RankState {
+  std::atomic<uint64_t> reached; // meeting points this rank has reached
+  std::atomic<int32_t> pid;      // 0 until the rank attached
+};
+
+using Clock = std::chrono::steady_clock;
+
+double envSeconds(const char* name, double fallback) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    return fallback;
+  }
+  char* end = nullptr;
+  const double seconds = std::strtod(value, &end);
+  if (end == value || *end != '\0' || !(seconds > 0)) {
+    std::fprintf(stderr, "npu simulator: %s=%s is not a positive number of seconds; using %g\n",
+                 name, value, fallback);
+    return fallback;
+  }
+  return seconds;
+}
+
+uint64_t slotBytesFromEnv() {
+  const char* value = std::getenv("HCCL_BUFFSIZE");
+  uint64_t mib = kDefaultSlotMiB;
+  if (value != nullptr && *value != '\0') {
+    char* end = nullptr;
+    const unsigned long long parsed = std::strtoull(value, &end, 10);
+    if (end == value || *end != '\0' || parsed == 0 || parsed > 65536) {
+      std::fprintf(stderr, "npu simulator: HCCL_BUFFSIZE=%s is not a size in MiB (1-65536); "
+                   "using %llu\n", value, static_cast<unsigned long long>(kDefaultSlotMiB));
+    } else {
+      mib = parsed;
+    }
+  }
+  return mib << 20;
+}
+
+long futexWait(std::atomic<uint32_t>* word, uint32_t expected, long timeout_ns) {
+  timespec ts{static_cast<time_t>(timeout_ns / 1000000000L), timeout_ns % 1000000000L};
+  // Not FUTEX_PRIVATE_FLAG: the word is shared between processes.
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts,
+                 nullptr, 0);
+}
+
+void futexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// False once `pid` has exited (gone, or a zombie nobody reaped yet).
+bool processAlive(int32_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) {
+    return false;
+  }
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) {
+    return true; // no procfs: trust kill()
+  }
+  const auto close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] != 'Z';
+}
+
+std::string rankList(const std::vector<uint32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) {
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
+  if (ranks.size() > 16) {
+    out += ", ... (" + std::to_string(ranks.size()) + " ranks)";
+  }
+  return out;
+}
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+} // namespace
+
+struct CommRegion {
+  std::atomic<uint32_t> ranks;       // nRanks; 0 until the first rank attached
+  std::atomic<uint64_t> slot_bytes;  // every rank's buffer size
+  std::atomic<uint32_t> failed_rank; // 1 + the first rank whose collective failed
+  std::atomic<uint32_t> failed_code; // its HcclResult
+  alignas(64) std::atomic<uint32_t> bell; // bumped at every arrival; the futex word
+  std::atomic<uint32_t> sleepers;         // ranks waiting on `bell`
+  RankState rank[kMaxRanks];
+};
+
+namespace {
+constexpr size_t kHeaderBytes = (sizeof(CommRegion) + 4095) & ~size_t{4095};
+} // namespace
+
+HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device entropy;
+  const uint64_t nonce = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+  RootPayload payload{};
+  std::memcpy(payload.magic, kRootMagic, sizeof kRootMagic);
+  std::snprintf(payload.region, sizeof payload.region, "/npu-sim-hccl-%d-%llu-%016llx",
+                static_cast<int>(getpid()),
+                static_cast<unsigned long long>(counter.fetch_add(1)),
+                static_cast<unsigned long long>(nonce));
+  std::memset(root->internal, 0, sizeof root->internal);
+  std::memcpy(root->internal, &payload, sizeof payload);
+  return HCCL_SUCCESS;
+}
+
+Communicator::Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device)
+    : name_(std::move(name)), size_(size), rank_(rank), device_(device) {}
+
+Communicator::~Communicator() {
+  if (region_ != nullptr) {
+    munmap(region_, region_bytes_);
+  }
+}
+
+HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
+                                uint32_t device, std::shared_ptr<Communicator>* out,
+                                std::string* why) {
+  RootPayload payload;
+  std::memcpy(&payload, root.internal, sizeof payload);
+  if (std::memcmp(payload.magic, kRootMagic, sizeof kRootMagic) != 0 ||
+      payload.region[0] != '/' || std::memchr(payload.region, '\0', sizeof payload.region) == nullptr) {
+    *why = "the root info was not made by HcclGetRootInfo of the NPU simulator (every rank must "
+           "use the same root info, made by one rank)";
+    return HCCL_E_PARA;
+  }
+  if (nRanks == 0 || nRanks > kMaxRanks) {
+    *why = "nRanks " + std::to_string(nRanks) + " is outside 1.." + std::to_string(kMaxRanks);
+    return HCCL_E_PARA;
+  }
+  if (rank >= nRanks) {
+    *why = "rank " + std::to_string(rank) + " is not below nRanks " + std::to_string(nRanks);
+    return HCCL_E_PARA;
+  }
+  std::shared_ptr<Communicator> comm(new Communicator(payload.region, nRanks, rank, device));
+  const uint64_t slot_bytes = slotBytesFromEnv();
+  const size_t total = kHeaderBytes + static_cast<size_t>(slot_bytes) * nRanks;
+
+  const int fd = shm_open(comm->name_.c_str(), O_RDWR | O_CREAT, 0600);
+  if (fd < 0) {
+    *why = "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
+    return HCCL_E_SYSCALL;
+  }
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || (st.st_size != 0 && static_cast<size_t>(st.st_size) != total) ||
+      (st.st_size == 0 && ftruncate(fd, static_cast<off_t>(total)) != 0)) {
+    const std::string error = std::strerror(errno);
+    close(fd);
+    *why = static_cast<size_t>(st.st_size) != total && st.st_size != 0
+        ? "the ranks disagree on nRanks or HCCL_BUFFSIZE (shared region of " +
+            std::to_string(st.st_size) + " bytes, this rank expects " + std::to_string(total) + ")"
+        : "could not size the shared region " + comm->name_ + ": " + error +
+            " (is /dev/shm full? lower HCCL_BUFFSIZE)";
+    return HCCL_E_SYSCALL;
+  }
+  void* mapped = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mapped == MAP_FAILED) {
+    *why = "mmap of the shared region failed: " + std::string(std::strerror(errno));
+    return HCCL_E_SYSCALL;
+  }
+  comm->region_ = static_cast<CommRegion*>(mapped);
+  comm->region_bytes_ = total;
+  comm->slot_bytes_ = slot_bytes;
+  comm->slots_ = static_cast<char*>(mapped) + kHeaderBytes;
+  CommRegion& region = *comm->region_;
+
+  uint32_t ranks = 0;
+  if (!region.ranks.compare_exchange_strong(ranks, nRanks) && ranks != nRanks) {
+    *why = "this rank was given nRanks " + std::to_string(nRanks) + ", another rank " +
+        std::to_string(ranks) + "; every rank must pass the same nRanks";
+    return HCCL_E_PARA;
+  }
+  uint64_t slots = 0;
+  if (!region.slot_bytes.compare_exchange_strong(slots, slot_bytes) && slots != slot_bytes) {
+    *why = "the ranks disagree on HCCL_BUFFSIZE; set the same value for every rank";
+    return HCCL_E_PARA;
+  }
+  int32_t pid = 0;
+  if (!region.rank[rank].pid.compare_exchange_strong(pid, static_cast<int32_t>(getpid()))) {
+    *why = "rank " + std::to_string(rank) + " has already joined this communicator (process " +
+        std::to_string(pid) + "); every process must pass a different rank";
+    return HCCL_E_PARA;
+  }
+  const HcclResult joined = comm->meet(envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout),
+                                       why);
+  // Everyone has mapped the region (or the job failed): the name is no
+  // longer needed, and the memory goes away with the last mapping.
+  if (rank == 0 || joined != HCCL_SUCCESS) {
+    shm_unlink(comm->name_.c_str());
+  }
+  if (joined != HCCL_SUCCESS) {
+    *why = "HcclCommInitRootInfo: " + *why;
+    return joined;
+  }
+  *out = std::move(comm);
+  return HCCL_SUCCESS;
+}
+
+char* Communicator::slot(uint32_t r) const {
+  return slots_ + static_cast<size_t>(r) * slot_bytes_;
+}
+
+HcclResult Communicator::failed(HcclResult code, std::string* why) {
+  HcclResult none = HCCL_SUCCESS;
+  error_.compare_exchange_strong(none, code);
+  uint32_t nobody = 0;
+  if (region_->failed_rank.compare_exchange_strong(nobody, rank_ + 1)) {
+    region_->failed_code.store(static_cast<uint32_t>(code));
+  }
+  region_->bell.fetch_add(1);
+  futexWakeAll(&region_->bell);
+  return code;
+}
+
+HcclResult Communicator::checkUsable(std::string* why) const {
+  const HcclResult error = asyncError();
+  if (error != HCCL_SUCCESS) {
+    *why = "the communicator failed in an earlier collective (HCCL error " +
+        std::to_string(error) + "); destroy it and create a new one";
+  }
+  return error;
+}
+
+HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
+  CommRegion& region = *region_;
+  const uint64_t target = ++meetings_;
+  region.rank[rank_].reached.store(target);
+  region.bell.fetch_add(1);
+  if (region.sleepers.load() > 0) {
+    futexWakeAll(&region.bell);
+  }
+  auto missing = [&](std::vector<uint32_t>* out) {
+    bool any = false;
+    for (uint32_t r = 0; r < size_; ++r) {
+      if (region.rank[r].reached.load(std::memory_order_acquire) < target) {
+        if (out == nullptr) {
+          return true;
+        }
+        out->push_back(r);
+        any = true;
+      }
+    }
+    return any;
+  };
+  for (int spin = 0; spin < 2000; ++spin) {
+    if (!missing(nullptr)) {
+      return HCCL_SUCCESS;
+    }
+    cpuRelax();
+  }
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(timeout_seconds));
+  auto next_liveness_check = start;
+  for (;;) {
+    const uint32_t bell = region.bell.load();
+    if (!missing(nullptr)) {
+      return HCCL_SUCCESS;
+    }
+    if (const uint32_t culprit = region.failed_rank.load(); culprit != 0) {
+      *why = "rank " + std::to_string(culprit - 1) + " of the communicator failed (HCCL error " +
+          std::to_string(region.failed_code.load()) + "), so rank " + std::to_string(rank_) +
+          " cannot complete the collective; see rank " + std::to_string(culprit - 1) +
+          "'s error for the cause";
+      return failed(HCCL_E_REMOTE, why);
+    }
+    if (processExiting()) {
+      *why = "the process is exiting";
+      return failed(HCCL_E_INTERNAL, why);
+    }
+    const auto now = Clock::now();
+    if (now >= next_liveness_check) {
+      next_liveness_check = now + std::chrono::milliseconds(100);
+      for (uint32_t r = 0; r < size_; ++r) {
+        const int32_t pid = region.rank[r].pid.load();
+        if (r != rank_ && pid != 0 && !processAlive(pid)) {
+          *why = "rank " + std::to_string(r) + " (process " + std::to_string(pid) +
+              ") exited before the collective completed";
+          return failed(HCCL_E_REMOTE, why);
+        }
+      }
+    }
+    if (now >= deadline) {
+      std::vector<uint32_t> late;
+      missing(&late);
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout_seconds);
+      *why = "timed out after " + std::string(seconds) + " s waiting for rank(s) " +
+          rankList(late) + " (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+          "): every rank must call the same collectives in the same order. The limit is "
+          "HCCL_EXEC_TIMEOUT seconds (HCCL_CONNECT_TIMEOUT while connecting)";
+      return failed(HCCL_E_TIMEOUT, why);
+    }
+    region.sleepers.fetch_add(1);
+    futexWait(&region.bell, bell, 20'000'000);
+    region.sleepers.fetch_sub(1);
+  }
+}
+
+template <typename... Phase>
+HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
+                                  Phase&&... phases) {
+  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  const double timeout = envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout);
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t m = std::min(chunk, count - off);
+    HcclResult result = HCCL_SUCCESS;
+    // Each phase, then a meeting of all ranks; stop at the first failure.
+    auto step = [&](auto& phase) {
+      if (result == HCCL_SUCCESS) {
+        phase(off, m);
+        result = meet(timeout, why);
+      }
+    };
+    (step(phases), ...);
+    if (result != HCCL_SUCCESS) {
+      return result;
+    }
+  }
+  return HCCL_SUCCESS;
+}
+
+HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, HcclDataType type,
+                                   HcclReduceOp op, int64_t root, std::string* why) {
+  const size_t esize = hcclElementSize(type);
+  return inChunks(
+      count, slot_bytes_ / esize, why,
+      [&](size_t off, size_t m) {
+        std::memcpy(slot(rank_), static_cast<const char*>(send) + off * esize, m * esize);
+      },
+      [&](size_t, size_t m) {
+        // Each rank combines one share of the elements, in rank order, into
+        // rank 0's buffer; the shares are disjoint.
+        const size_t lo = m * rank_ / size_;
+        const size_t hi = m * (rank_ + 1) / size_;
+        for (uint32_t r = 1; r < size_ && hi > lo; ++r) {
+          reduceInto(slot(0) + lo * esize, slot(r) + lo * esize, hi - lo, type, op);
+        }
+      },
+      [&](size_t off, size_t m) {
+        if (root < 0 || root == rank_) {
+          std::memcpy(static_cast<char*>(recv) + off * esize, slot(0), m * esize);
+        }
+      });
+}
+
+HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, uint32_t root,
+                                   std::string* why) {
+  const size_t esize = hcclElementSize(type);
+  char* data = static_cast<char*>(buf);
+  return inChunks(
+      count, slot_bytes_ / esize, why,
+      [&](size_t off, size_t m) {
+        if (rank_ == root) {
+          std::memcpy(slot(root), data + off * esize, m * esize);
+        }
+      },
+      [&](size_t off, size_t m) {
+        if (rank_ != root) {
+          std::memcpy(data + off * esize, slot(root), m * esize);
+        }
+      });
+}
+
+HcclResult Communicator::allGather(const void* send, void* recv, size_t count, HcclDataType type,
+                                   std::string* why) {
+  const size_t esize = hcclElementSize(type);
+  return inChunks(
+      count, slot_bytes_ / esize, why,
+      [&](size_t off, size_t m) {
+        std::memcpy(slot(rank_), static_cast<const char*>(send) + off * esize, m * esize);
+      },
+      [&](size_t off, size_t m) {
+        for (uint32_t r = 0; r < size_; ++r) {
+          std::memcpy(static_cast<char*>(recv) + (r * count + off) * esize, slot(r), m * esize);
+        }
+      });
+}
+
+HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
+                                       HcclDataType type, HcclReduceOp op, std::string* why) {
+  const size_t esize = hcclElementSize(type);
+  // A rank's buffer holds one piece for every destination rank.
+  const size_t chunk = slot_bytes_ / (esize * size_);
+  return inChunks(
+      recvCount, chunk, why,
+      [&](size_t off, size_t m) {
+        for (uint32_t r = 0; r < size_; ++r) {
+          std::memcpy(slot(rank_) + r * m * esize,
+                      static_cast<const char*>(send) + (r * recvCount + off) * esize, m * esize);
+        }
+      },
+      [&](size_t off, size_t m) {
+        // This rank's piece, combined in rank order in rank 0's buffer (only
+        // this rank touches that piece of it).
+        char* acc = slot(0) + rank_ * m * esize;
+        for (uint32_t r = 1; r < size_; ++r) {
+          reduceInto(acc, slot(r) + rank_ * m * esize, m, type, op);
+        }
+        std::memcpy(static_cast<char*>(recv) + off * esize, acc, m * esize);
+      });
+}
+
+HcclResult Communicator::barrier(std::string* why) {
+  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  return meet(envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout), why);
+}
+
+} // namespace npu_sim

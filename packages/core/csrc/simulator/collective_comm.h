@@ -1,0 +1,91 @@
+// A communicator of the simulated HCCL: the ranks of one job, each a device
+// of its own process, joined through one POSIX shared-memory region that
+// plays the part of the interconnect.
+//
+// The region holds a small header (who attached, each rank's progress) and
+// one transfer buffer per rank (HCCL's "CCL buffer", HCCL_BUFFSIZE MiB).
+// A collective runs as device work on the caller's stream: each rank copies
+// its data into its own buffer, the ranks meet at a barrier, and each reads
+// what it needs from the others' buffers. Data larger than a buffer moves in
+// chunks. Every rank combines the inputs in rank order, so all ranks get
+// bit-identical results, as with HCCL's deterministic mode.
+//
+// Waiting for peers: a short spin, then a futex on the shared header. A peer
+// that died, a peer whose collective failed, or HCCL_EXEC_TIMEOUT seconds
+// without progress fail the collective with a message naming the ranks; the
+// communicator then stays failed (HcclGetCommAsyncError), as a real one does.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hccl_types.h"
+
+namespace npu_sim {
+
+struct CommRegion; // the shared header, in collective_comm.cpp
+
+class Communicator {
+ public:
+  // Attaches rank `rank` of `nRanks` to the job `root` names and waits
+  // (HCCL_CONNECT_TIMEOUT seconds) until every rank has attached.
+  static HcclResult create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
+                           uint32_t device, std::shared_ptr<Communicator>* out,
+                           std::string* why);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  uint32_t rank() const { return rank_; }
+  uint32_t size() const { return size_; }
+  uint32_t device() const { return device_; }
+  const std::string& name() const { return name_; }
+
+  // The first error of a collective on this rank, or HCCL_SUCCESS.
+  HcclResult asyncError() const { return error_.load(std::memory_order_acquire); }
+
+  // The collectives, on host-accessible addresses, run by a stream's worker.
+  // `root` < 0 for allReduce: every rank receives the result; otherwise only
+  // that rank does (HcclReduce).
+  HcclResult allReduce(const void* send, void* recv, size_t count, HcclDataType type,
+                       HcclReduceOp op, int64_t root, std::string* why);
+  HcclResult broadcast(void* buf, size_t count, HcclDataType type, uint32_t root,
+                       std::string* why);
+  HcclResult allGather(const void* send, void* recv, size_t count, HcclDataType type,
+                       std::string* why);
+  HcclResult reduceScatter(const void* send, void* recv, size_t recvCount, HcclDataType type,
+                           HcclReduceOp op, std::string* why);
+  HcclResult barrier(std::string* why);
+
+ private:
+  Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device);
+
+  char* slot(uint32_t r) const;
+  // Moves `count` elements in chunks of at most `chunk`: for each chunk, each
+  // of `phases(offset, length)` in turn, every one followed by a meeting.
+  template <typename... Phase>
+  HcclResult inChunks(size_t count, size_t chunk, std::string* why, Phase&&... phases);
+  // Waits until every rank has reached this rank's next meeting point.
+  HcclResult meet(double timeout_seconds, std::string* why);
+  HcclResult failed(HcclResult code, std::string* why);
+  HcclResult checkUsable(std::string* why) const;
+
+  const std::string name_;
+  const uint32_t size_;
+  const uint32_t rank_;
+  const uint32_t device_;
+  CommRegion* region_ = nullptr;
+  size_t region_bytes_ = 0;
+  size_t slot_bytes_ = 0;
+  char* slots_ = nullptr;
+  uint64_t meetings_ = 0; // meeting points passed; only the stream worker touches it
+  std::atomic<HcclResult> error_{HCCL_SUCCESS};
+};
+
+// A new job's root info: a name no other job on this machine uses.
+HcclResult generateRootInfo(HcclRootInfo* root, std::string* why);
+
+} // namespace npu_sim

@@ -1,0 +1,23 @@
+// Element types and reductions of the simulated HCCL: the arithmetic a real
+// NPU's collective engine does on the data it receives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hccl_types.h"
+
+namespace npu_sim {
+
+// Bytes per element, or 0 for a type the simulator does not support.
+size_t hcclElementSize(HcclDataType type);
+
+const char* hcclDataTypeName(HcclDataType type);
+const char* hcclReduceOpName(HcclReduceOp op);
+bool isValidReduceOp(HcclReduceOp op);
+
+// acc[i] = acc[i] (op) in[i] for i < count. `acc` and `in` do not overlap.
+// The type and op must be valid (checked when the call was made).
+void reduceInto(void* acc, const void* in, size_t count, HcclDataType type, HcclReduceOp op);
+
+} // namespace npu_sim

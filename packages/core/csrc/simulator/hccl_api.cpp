@@ -1,0 +1,448 @@
+// The extern "C" HCCL entry points of the simulator (the functions of
+// ../cann/hccl_functions.h): argument checks on the calling thread, then the
+// collective as device work on the given stream (collective_comm.h).
+//
+// HCCL reports failures by code only; the simulator also sets the runtime's
+// recent error message (aclGetRecentErrMsg), which torch-npu shows, and a
+// collective that fails on the device (a peer exited, a timeout) is reported
+// like any failed device work by the next synchronizing call.
+#pragma GCC visibility push(default)
+#include "hccl_functions.h"
+#pragma GCC visibility pop
+
+#include <cxxabi.h>
+
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "api_guard.h"
+#include "api_impl.h"
+#include "collective_comm.h"
+#include "collective_reduce.h"
+#include "errors.h"
+#include "runtime.h"
+#include "stream.h"
+
+// Every function of the contract must be defined here (see acl_api.cpp).
+#define NPU_SIM_TAKE_ADDRESS(ret, name, params, args) reinterpret_cast<void*>(&::name),
+[[maybe_unused]] __attribute__((used)) static void* const kEveryHcclFunction[] = {
+    TORCH_NPU_HCCL_FUNCTIONS(NPU_SIM_TAKE_ADDRESS)};
+#undef NPU_SIM_TAKE_ADDRESS
+
+namespace npu_sim {
+namespace {
+
+HcclResult hcclFail(HcclResult code, const char* api, const std::string& why) {
+  setRecentError(std::string(api) + ": " + why);
+  return code;
+}
+
+template <typename Fn>
+HcclResult guardedHccl(const char* api, Fn&& fn) {
+  try {
+    return fn();
+  } catch (abi::__forced_unwind&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return hcclFail(HCCL_E_MEMORY, api, "the host is out of memory");
+  } catch (const std::exception& e) {
+    return hcclFail(HCCL_E_INTERNAL, api, std::string("internal error: ") + e.what());
+  }
+}
+
+// Communicators by handle: a handle is checked before use, and a collective
+// in flight keeps its communicator alive after HcclCommDestroy.
+class CommRegistry {
+ public:
+  static CommRegistry& get() {
+    static auto* registry = new CommRegistry(); // never destroyed: used at exit
+    return *registry;
+  }
+  HcclComm add(std::shared_ptr<Communicator> comm) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HcclComm handle = comm.get();
+    comms_.emplace(handle, std::move(comm));
+    return handle;
+  }
+  std::shared_ptr<Communicator> find(HcclComm handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = comms_.find(handle);
+    return it == comms_.end() ? nullptr : it->second;
+  }
+  bool remove(HcclComm handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return comms_.erase(handle) != 0;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<HcclComm, std::shared_ptr<Communicator>> comms_;
+};
+
+HcclResult findComm(const char* api, HcclComm handle, std::shared_ptr<Communicator>* out) {
+  if (handle == nullptr) {
+    return hcclFail(HCCL_E_PTR, api, "comm is null");
+  }
+  *out = CommRegistry::get().find(handle);
+  if (*out == nullptr) {
+    return hcclFail(HCCL_E_PARA, api,
+                    "comm is not a live communicator (destroyed, or not made by "
+                    "HcclCommInitRootInfo)");
+  }
+  return HCCL_SUCCESS;
+}
+
+// Reads one property of a communicator into `out`.
+template <typename T, typename Get>
+HcclResult queryComm(const char* api, HcclComm handle, T* out, const char* out_name, Get get) {
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> comm;
+    if (HcclResult r = findComm(api, handle, &comm); r != HCCL_SUCCESS) {
+      return r;
+    }
+    if (out == nullptr) {
+      return hcclFail(HCCL_E_PTR, api, std::string(out_name) + " is null");
+    }
+    *out = get(*comm);
+    return HCCL_SUCCESS;
+  });
+}
+
+HcclResult checkType(const char* api, HcclDataType type) {
+  if (hcclElementSize(type) == 0) {
+    return hcclFail(HCCL_E_NOT_SUPPORT, api,
+                    std::string("data type ") + hcclDataTypeName(type) + " (" +
+                        std::to_string(static_cast<int>(type)) +
+                        ") is not supported: use an integer type of 8 to 64 bits, fp16, "
+                        "bfp16, fp32 or fp64");
+  }
+  return HCCL_SUCCESS;
+}
+
+HcclResult checkOp(const char* api, HcclReduceOp op) {
+  if (!isValidReduceOp(op)) {
+    return hcclFail(HCCL_E_PARA, api,
+                    "reduce op " + std::to_string(static_cast<int>(op)) +
+                        " is not one of HCCL_REDUCE_SUM, _PROD, _MAX, _MIN");
+  }
+  return HCCL_SUCCESS;
+}
+
+// The first failing check, run in order; HCCL_SUCCESS if none fails.
+template <typename... Check>
+HcclResult firstFailure(Check&&... checks) {
+  HcclResult result = HCCL_SUCCESS;
+  ((result == HCCL_SUCCESS ? void(result = checks()) : void()), ...);
+  return result;
+}
+
+// Checks that [p, p + count elements) is live memory of the communicator's
+// device and returns the address device work reads and writes it at (none
+// for no elements).
+HcclResult deviceBuffer(const char* api, const char* role, const void* p, uint64_t count,
+                        HcclDataType type, const Communicator& comm, char** host) {
+  if (count == 0) {
+    *host = nullptr;
+    return HCCL_SUCCESS;
+  }
+  const uint64_t esize = hcclElementSize(type);
+  if (count > UINT64_MAX / esize / (comm.size() + 1)) {
+    return hcclFail(HCCL_E_PARA, api, std::string(role) + " count is too large");
+  }
+  if (p == nullptr) {
+    return hcclFail(HCCL_E_PTR, api, std::string(role) + " is null");
+  }
+  Runtime& rt = Runtime::get();
+  const AddressLayout& layout = rt.layout();
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  std::string why;
+  if (!layout.inDeviceRange(address)) {
+    why = "is not device memory (HCCL reads and writes device memory only)";
+  } else if (layout.windowOf(address) != comm.device()) {
+    why = "is memory of device " + std::to_string(layout.windowOf(address)) +
+        ", but the communicator belongs to device " + std::to_string(comm.device());
+  } else if (!rt.windowMemory(address).checkRange(address, count * esize, &why)) {
+    why = "is not valid for " + std::to_string(count * esize) + " bytes: " + why;
+  }
+  if (!why.empty()) {
+    char where[32];
+    std::snprintf(where, sizeof where, "%p", p);
+    return hcclFail(HCCL_E_PARA, api, std::string(role) + " " + where + " " + why);
+  }
+  *host = reinterpret_cast<char*>(layout.toHost(address));
+  return HCCL_SUCCESS;
+}
+
+// Launches `body(comm, &why)` as device work named `api` on `stream`.
+template <typename Body>
+HcclResult launch(const char* api, aclrtStream stream, std::shared_ptr<Communicator> comm,
+                  Body body) {
+  Runtime& rt = Runtime::get();
+  Stream* s = nullptr;
+  if (rt.stream(stream, api, &s) != ACL_SUCCESS) {
+    return HCCL_E_RUNTIME; // the recent error message says why
+  }
+  if (s->device() != comm->device()) {
+    return hcclFail(HCCL_E_PARA, api,
+                    "the stream belongs to device " + std::to_string(s->device()) +
+                        ", the communicator to device " + std::to_string(comm->device()));
+  }
+  struct Closure {
+    const char* api;
+    std::shared_ptr<Communicator> comm;
+    Body body;
+  };
+  npuSimWork work{};
+  work.name = api;
+  work.ctx = new Closure{api, std::move(comm), std::move(body)};
+  work.run = [](void* ctx) -> aclError {
+    auto* closure = static_cast<Closure*>(ctx);
+    std::string why;
+    if (closure->body(*closure->comm, &why) == HCCL_SUCCESS) {
+      return ACL_SUCCESS;
+    }
+    const Communicator& comm = *closure->comm;
+    setWorkErrorMessage((std::string(closure->api) + " failed on rank " +
+                         std::to_string(comm.rank()) + " of " + std::to_string(comm.size()) +
+                         ": " + why)
+                            .c_str());
+    return ACL_ERROR_RT_AICORE_EXCEPTION;
+  };
+  work.release = [](void* ctx) { delete static_cast<Closure*>(ctx); };
+  if (impl::launchWork(stream, &work, nullptr) != ACL_SUCCESS) {
+    delete static_cast<Closure*>(work.ctx);
+    return HCCL_E_RUNTIME;
+  }
+  return HCCL_SUCCESS;
+}
+
+HcclResult checkRoot(const char* api, uint32_t root, const Communicator& comm) {
+  if (root >= comm.size()) {
+    return hcclFail(HCCL_E_PARA, api,
+                    "root " + std::to_string(root) + " is not a rank of this communicator of " +
+                        std::to_string(comm.size()));
+  }
+  return HCCL_SUCCESS;
+}
+
+} // namespace
+} // namespace npu_sim
+
+using namespace npu_sim;
+
+extern "C" {
+
+NPU_SIM_EXPORT HcclResult HcclGetRootInfo(HcclRootInfo* rootInfo) {
+  const char* api = "HcclGetRootInfo";
+  return guardedHccl(api, [&] {
+    if (rootInfo == nullptr) {
+      return hcclFail(HCCL_E_PTR, api, "rootInfo is null");
+    }
+    std::string why;
+    const HcclResult result = generateRootInfo(rootInfo, &why);
+    return result == HCCL_SUCCESS ? result : hcclFail(result, api, why);
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo* rootInfo,
+                                               uint32_t rank, HcclComm* comm) {
+  const char* api = "HcclCommInitRootInfo";
+  return guardedHccl(api, [&] {
+    if (rootInfo == nullptr || comm == nullptr) {
+      return hcclFail(HCCL_E_PTR, api, rootInfo == nullptr ? "rootInfo is null" : "comm is null");
+    }
+    Runtime& rt = Runtime::get();
+    Device* device = nullptr;
+    if (rt.check(api) != ACL_SUCCESS || rt.currentDevice(api, &device) != ACL_SUCCESS) {
+      return HCCL_E_RUNTIME; // e.g. no aclrtSetDevice yet; the recent error says so
+    }
+    std::shared_ptr<Communicator> created;
+    std::string why;
+    const HcclResult result =
+        Communicator::create(*rootInfo, nRanks, rank, device->id(), &created, &why);
+    if (result != HCCL_SUCCESS) {
+      return hcclFail(result, api, why);
+    }
+    *comm = CommRegistry::get().add(std::move(created));
+    return HCCL_SUCCESS;
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclCommDestroy(HcclComm comm) {
+  const char* api = "HcclCommDestroy";
+  return guardedHccl(api, [&] {
+    if (comm == nullptr) {
+      return hcclFail(HCCL_E_PTR, api, "comm is null");
+    }
+    return CommRegistry::get().remove(comm)
+        ? HCCL_SUCCESS
+        : hcclFail(HCCL_E_PARA, api, "comm is not a live communicator");
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclGetRankSize(HcclComm comm, uint32_t* rankSize) {
+  return queryComm("HcclGetRankSize", comm, rankSize, "rankSize",
+                   [](const Communicator& c) { return c.size(); });
+}
+
+NPU_SIM_EXPORT HcclResult HcclGetRankId(HcclComm comm, uint32_t* rank) {
+  return queryComm("HcclGetRankId", comm, rank, "rank",
+                   [](const Communicator& c) { return c.rank(); });
+}
+
+NPU_SIM_EXPORT HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult* asyncError) {
+  return queryComm("HcclGetCommAsyncError", comm, asyncError, "asyncError",
+                   [](const Communicator& c) { return c.asyncError(); });
+}
+
+NPU_SIM_EXPORT const char* HcclGetErrorString(HcclResult code) {
+  switch (code) {
+    case HCCL_SUCCESS: return "success";
+    case HCCL_E_PARA: return "parameter error";
+    case HCCL_E_PTR: return "empty pointer";
+    case HCCL_E_MEMORY: return "memory error";
+    case HCCL_E_INTERNAL: return "internal error";
+    case HCCL_E_NOT_SUPPORT: return "not supported";
+    case HCCL_E_NOT_FOUND: return "resource not found";
+    case HCCL_E_UNAVAIL: return "resource unavailable";
+    case HCCL_E_SYSCALL: return "system call failed";
+    case HCCL_E_TIMEOUT: return "timeout";
+    case HCCL_E_RUNTIME: return "runtime call failed";
+    case HCCL_E_REMOTE: return "remote rank failed";
+    default: return "HCCL error";
+  }
+}
+
+NPU_SIM_EXPORT HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t count,
+                                        HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                                        aclrtStream stream) {
+  const char* api = "HcclAllReduce";
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    char* send = nullptr;
+    char* recv = nullptr;
+    const HcclResult refused = firstFailure(
+        [&] { return findComm(api, comm, &c); }, [&] { return checkType(api, dataType); },
+        [&] { return checkOp(api, op); },
+        [&] { return deviceBuffer(api, "sendBuf", sendBuf, count, dataType, *c, &send); },
+        [&] { return deviceBuffer(api, "recvBuf", recvBuf, count, dataType, *c, &recv); });
+    if (refused != HCCL_SUCCESS || count == 0) {
+      return refused;
+    }
+    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+      return comm.allReduce(send, recv, count, dataType, op, -1, why);
+    });
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclReduce(void* sendBuf, void* recvBuf, uint64_t count,
+                                     HcclDataType dataType, HcclReduceOp op, uint32_t root,
+                                     HcclComm comm, aclrtStream stream) {
+  const char* api = "HcclReduce";
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    char* send = nullptr;
+    char* recv = nullptr;
+    const HcclResult refused = firstFailure(
+        [&] { return findComm(api, comm, &c); }, [&] { return checkType(api, dataType); },
+        [&] { return checkOp(api, op); }, [&] { return checkRoot(api, root, *c); },
+        [&] { return deviceBuffer(api, "sendBuf", sendBuf, count, dataType, *c, &send); },
+        [&] {  // only the root receives
+          return c->rank() == root
+              ? deviceBuffer(api, "recvBuf", recvBuf, count, dataType, *c, &recv)
+              : HCCL_SUCCESS;
+        });
+    if (refused != HCCL_SUCCESS || count == 0) {
+      return refused;
+    }
+    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+      return comm.allReduce(send, recv, count, dataType, op, root, why);
+    });
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclBroadcast(void* buf, uint64_t count, HcclDataType dataType,
+                                        uint32_t root, HcclComm comm, aclrtStream stream) {
+  const char* api = "HcclBroadcast";
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    char* data = nullptr;
+    const HcclResult refused = firstFailure(
+        [&] { return findComm(api, comm, &c); }, [&] { return checkType(api, dataType); },
+        [&] { return checkRoot(api, root, *c); },
+        [&] { return deviceBuffer(api, "buf", buf, count, dataType, *c, &data); });
+    if (refused != HCCL_SUCCESS || count == 0) {
+      return refused;
+    }
+    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+      return comm.broadcast(data, count, dataType, root, why);
+    });
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclAllGather(void* sendBuf, void* recvBuf, uint64_t sendCount,
+                                        HcclDataType dataType, HcclComm comm,
+                                        aclrtStream stream) {
+  const char* api = "HcclAllGather";
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    char* send = nullptr;
+    char* recv = nullptr;
+    const HcclResult refused = firstFailure(
+        [&] { return findComm(api, comm, &c); }, [&] { return checkType(api, dataType); },
+        [&] { return deviceBuffer(api, "sendBuf", sendBuf, sendCount, dataType, *c, &send); },
+        [&] {
+          return deviceBuffer(api, "recvBuf", recvBuf, sendCount * c->size(), dataType, *c,
+                              &recv);
+        });
+    if (refused != HCCL_SUCCESS || sendCount == 0) {
+      return refused;
+    }
+    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+      return comm.allGather(send, recv, sendCount, dataType, why);
+    });
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclReduceScatter(void* sendBuf, void* recvBuf, uint64_t recvCount,
+                                            HcclDataType dataType, HcclReduceOp op,
+                                            HcclComm comm, aclrtStream stream) {
+  const char* api = "HcclReduceScatter";
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    char* send = nullptr;
+    char* recv = nullptr;
+    const HcclResult refused = firstFailure(
+        [&] { return findComm(api, comm, &c); }, [&] { return checkType(api, dataType); },
+        [&] { return checkOp(api, op); },
+        [&] {
+          return deviceBuffer(api, "sendBuf", sendBuf, recvCount * c->size(), dataType, *c,
+                              &send);
+        },
+        [&] { return deviceBuffer(api, "recvBuf", recvBuf, recvCount, dataType, *c, &recv); });
+    if (refused != HCCL_SUCCESS || recvCount == 0) {
+      return refused;
+    }
+    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+      return comm.reduceScatter(send, recv, recvCount, dataType, op, why);
+    });
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
+  const char* api = "HcclBarrier";
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    if (HcclResult refused = findComm(api, comm, &c); refused != HCCL_SUCCESS) {
+      return refused;
+    }
+    return launch(api, stream, std::move(c),
+                  [](Communicator& comm, std::string* why) { return comm.barrier(why); });
+  });
+}
+
+} // extern "C"

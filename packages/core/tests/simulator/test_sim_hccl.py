@@ -1,0 +1,316 @@
+"""The simulator's HCCL: collectives between processes, each with its own device.
+
+Each test starts one Python process per rank against the library under test.
+Rank 0 makes the root info and hands it to the others through a file (what
+torch-npu's process group does through the c10d store).
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import TESTS_DIR, Runner
+
+# Joins the communicator; afterwards `comm`, `rank`, `world` and `stream`
+# (the current device's default stream, None) are defined.
+JOIN = """\
+import array, struct
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
+sim.set_device(rank)
+root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
+root_file = os.environ["ROOT_FILE"]
+if rank == 0:
+    assert lib.HcclGetRootInfo(root) == HCCL_SUCCESS
+    with open(root_file + ".tmp", "wb") as f:
+        f.write(root.raw)
+    os.rename(root_file + ".tmp", root_file)
+else:
+    deadline = time.time() + 30
+    while not os.path.exists(root_file):
+        assert time.time() < deadline, "rank 0 never published the root info"
+        time.sleep(0.01)
+    root.raw = open(root_file, "rb").read()
+comm = ctypes.c_void_p()
+rc = lib.HcclCommInitRootInfo(int(os.environ.get("NRANKS", world)), root, rank, ctypes.byref(comm))
+assert rc == HCCL_SUCCESS, (rc, sim.err())
+stream = None
+
+def upload(values, code):
+    data = array.array(code, values).tobytes()
+    p = sim.malloc(max(len(data), 1))
+    sim.h2d(p, data, sync=True)
+    return p
+
+def download(p, n, code):
+    out = array.array(code)
+    out.frombytes(sim.d2h(p, n * out.itemsize, sync=True).raw)
+    return out.tolist()
+
+def ok(rc):
+    assert rc == HCCL_SUCCESS, (rc, sim.err())
+"""
+
+
+def run_ranks(runner, tmp_path, body, world=2, timeout=60, **env):
+    """Runs `body` in `world` processes at once; returns their results by rank."""
+    code = (Runner.PRELUDE.format(tests=str(TESTS_DIR)) + JOIN + textwrap.dedent(body))
+    procs = []
+    for rank in range(world):
+        rank_env = runner.env(RANK=rank, WORLD=world, ROOT_FILE=tmp_path / "root", **env)
+        procs.append(subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=rank_env))
+    results = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise
+        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return results
+
+
+def all_ok(results):
+    for rank, r in enumerate(results):
+        assert r.returncode == 0, f"rank {rank}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    return [r.stdout for r in results]
+
+
+def test_all_reduce_every_op_and_type_on_three_ranks(runner, tmp_path):
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        cases = [  # HCCL type, array code, rank -> values
+            (HCCL_FP32, "f", lambda r: [r + 0.5, -r, 2.0 ** r]),
+            (HCCL_FP64, "d", lambda r: [r / 3, 1e300 * (r - 1), 7.0]),
+            (HCCL_INT8, "b", lambda r: [r, -r, 3]),
+            (HCCL_UINT8, "B", lambda r: [r, 200, 1]),
+            (HCCL_INT16, "h", lambda r: [r * 1000, -7, 2]),
+            (HCCL_INT32, "i", lambda r: [r, -(10 ** 9), 5]),
+            (HCCL_INT64, "q", lambda r: [r, 2 ** 40, -3]),
+            (HCCL_UINT64, "Q", lambda r: [r, 2 ** 63, 9]),
+        ]
+        for dtype, code, values in cases:
+            for op in (HCCL_SUM, HCCL_PROD, HCCL_MAX, HCCL_MIN):
+                p = upload(values(rank), code)
+                ok(lib.HcclAllReduce(p, p, 3, dtype, op, comm, stream))
+                sim.sync()
+                print(dtype, op, download(p, 3, code))
+    """, world=3))
+    assert outs[0] == outs[1] == outs[2]  # every rank gets the same bits
+    import array
+    lines = iter(outs[0].splitlines())
+    wrap = {"b": 2 ** 8, "B": 2 ** 8, "h": 2 ** 16, "i": 2 ** 32, "q": 2 ** 64, "Q": 2 ** 64}
+    for dtype, code, values in [
+        (4, "f", lambda r: [r + 0.5, -r, 2.0 ** r]), (10, "d", lambda r: [r / 3, 1e300 * (r - 1), 7.0]),
+        (0, "b", lambda r: [r, -r, 3]), (7, "B", lambda r: [r, 200, 1]),
+        (1, "h", lambda r: [r * 1000, -7, 2]), (2, "i", lambda r: [r, -(10 ** 9), 5]),
+        (5, "q", lambda r: [r, 2 ** 40, -3]), (6, "Q", lambda r: [r, 2 ** 63, 9]),
+    ]:
+        columns = list(zip(*(values(r) for r in range(3))))
+        for op, combine in [(0, sum), (1, lambda c: c[0] * c[1] * c[2]), (2, max), (3, min)]:
+            expected = [combine(c) for c in columns]
+            if code in wrap:  # integer arithmetic wraps around, as on the device
+                m = wrap[code]
+                signed = code.islower()
+                expected = [((e % m) - m if signed and e % m >= m // 2 else e % m) for e in expected]
+            else:  # in the element type, in rank order
+                expected = []
+                for c in columns:
+                    a = array.array(code, [c[0]])
+                    for x in c[1:]:
+                        a[0] = {0: a[0] + x, 1: a[0] * x, 2: max(a[0], x), 3: min(a[0], x)}[op]
+                    expected.append(a[0])
+            assert next(lines) == f"{dtype} {op} {expected}"
+
+
+def test_half_and_bfloat16_sums(runner, tmp_path):
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        half = [struct.unpack("<e", struct.pack("<e", v))[0] for v in (1.5, -2.25, 1024.0)]
+        p = sim.malloc(6)
+        sim.h2d(p, struct.pack("<3e", *[v * (rank + 1) for v in half]), sync=True)
+        ok(lib.HcclAllReduce(p, p, 3, HCCL_FP16, HCCL_SUM, comm, stream))
+        sim.sync()
+        print(list(struct.unpack("<3e", sim.d2h(p, 6, sync=True).raw)))
+        # bfloat16: the top halves of float32s
+        bf = [struct.pack("<f", v * (rank + 1))[2:] for v in (0.5, 3.0, -96.0)]
+        q = sim.malloc(6)
+        sim.h2d(q, b"".join(bf), sync=True)
+        ok(lib.HcclAllReduce(q, q, 3, HCCL_BFP16, HCCL_SUM, comm, stream))
+        sim.sync()
+        raw = sim.d2h(q, 6, sync=True).raw
+        print([struct.unpack("<f", b"\\0\\0" + raw[i:i + 2])[0] for i in (0, 2, 4)])
+    """))
+    assert outs[0] == outs[1]
+    half, bf16 = outs[0].splitlines()
+    assert half == str([4.5, -6.75, 3072.0])
+    assert bf16 == str([1.5, 9.0, -288.0])
+
+
+def test_broadcast_reduce_gather_scatter_barrier(runner, tmp_path):
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        b = upload([rank * 10 + i for i in range(4)], "i")
+        ok(lib.HcclBroadcast(b, 4, HCCL_INT32, 2, comm, stream))
+        send = upload([rank + 1] * 3, "q")
+        recv = upload([-1] * 3, "q")
+        ok(lib.HcclReduce(send, recv, 3, HCCL_INT64, HCCL_SUM, 1, comm, stream))
+        g_in = upload([rank, rank * 100], "f")
+        g_out = upload([0] * 2 * world, "f")
+        ok(lib.HcclAllGather(g_in, g_out, 2, HCCL_FP32, comm, stream))
+        rs_in = upload([rank + 10 * j for j in range(2 * world)], "d")
+        rs_out = upload([0, 0], "d")
+        ok(lib.HcclReduceScatter(rs_in, rs_out, 2, HCCL_FP64, HCCL_MAX, comm, stream))
+        ok(lib.HcclBarrier(comm, stream))
+        sim.sync()
+        print([download(b, 4, "i"), download(recv, 3, "q"), download(g_out, 2 * world, "f"),
+               download(rs_out, 2, "d")])
+    """, world=3))
+    for rank, out in enumerate(outs):
+        bcast, reduced, gathered, scattered = eval(out)
+        assert bcast == [20, 21, 22, 23]
+        assert reduced == ([6, 6, 6] if rank == 1 else [-1, -1, -1])  # only the root receives
+        assert gathered == [0.0, 0.0, 1.0, 100.0, 2.0, 200.0]
+        assert scattered == [2 + 10 * (2 * rank), 2 + 10 * (2 * rank + 1)]
+
+
+def test_data_larger_than_the_transfer_buffer_moves_in_chunks(runner, tmp_path):
+    # HCCL_BUFFSIZE=1: 1 MiB per rank; 600,000 floats need three chunks, and
+    # reduce-scatter's pieces (one per rank in a buffer) six.
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        n = 600_000
+        p = upload(range(rank, rank + n), "i")
+        ok(lib.HcclAllReduce(p, p, n, HCCL_INT32, HCCL_SUM, comm, stream))
+        g = sim.malloc(4 * n * world)
+        ok(lib.HcclAllGather(p, g, n, HCCL_INT32, comm, stream))
+        rs = sim.malloc(4 * n // world)
+        ok(lib.HcclReduceScatter(p, rs, n // world, HCCL_INT32, HCCL_SUM, comm, stream))
+        sim.sync()
+        total = download(p, n, "i")
+        assert total == [2 * i + 1 for i in range(n)], "all_reduce"
+        assert download(g, n * world, "i") == total * world, "all_gather"
+        piece = total[rank * n // world:(rank + 1) * n // world]
+        assert download(rs, n // world, "i") == [2 * v for v in piece], "reduce_scatter"
+        print("ok")
+    """, HCCL_BUFFSIZE=1))
+    assert outs == ["ok\n", "ok\n"]
+
+
+def test_collectives_are_device_work_on_the_stream(runner, tmp_path):
+    # Rank 0's call returns while rank 1 is still away: its stream is busy
+    # until rank 1 comes, and then holds the sum.
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        p = upload([rank + 1.0], "f")
+        if rank == 1:
+            time.sleep(0.5)
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
+        busy = sim.query() if rank == 0 else None
+        sim.sync()
+        print(rank, busy, download(p, 1, "f"))
+    """, NPU_SIM_CHECKER=1))
+    assert outs[0] == "0 1 [3.0]\n"  # 1: ACL_STREAM_STATUS_NOT_READY
+    assert outs[1] == "1 None [3.0]\n"
+
+
+def test_bad_arguments_are_refused_with_a_message(runner, tmp_path):
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        p = upload([1.0, 2.0], "f")
+        host = ctypes.create_string_buffer(8)
+        checks = [
+            (lambda: lib.HcclAllReduce(p, p, 2, HCCL_INT128, HCCL_SUM, comm, stream),
+             HCCL_E_NOT_SUPPORT, "HCCL_DATA_TYPE_INT128"),
+            (lambda: lib.HcclAllReduce(p, p, 2, HCCL_FP32, 7, comm, stream), HCCL_E_PARA,
+             "reduce op 7"),
+            (lambda: lib.HcclAllReduce(host, p, 2, HCCL_FP32, HCCL_SUM, comm, stream),
+             HCCL_E_PARA, "sendBuf"),
+            (lambda: lib.HcclAllReduce(p, p, 3, HCCL_FP32, HCCL_SUM, comm, stream), HCCL_E_PARA,
+             "not valid for 12 bytes"),
+            (lambda: lib.HcclBroadcast(p, 2, HCCL_FP32, world, comm, stream), HCCL_E_PARA,
+             f"root {world} is not a rank"),
+            (lambda: lib.HcclBarrier(None, stream), HCCL_E_PTR, "comm is null"),
+            (lambda: lib.HcclBarrier(ctypes.c_void_p(16), stream), HCCL_E_PARA,
+             "not a live communicator"),
+        ]
+        for call, expected, words in checks:
+            rc = call()
+            message = sim.err()
+            assert rc == expected and words in message, (rc, message)
+        size, me = ctypes.c_uint32(), ctypes.c_uint32()
+        ok(lib.HcclGetRankSize(comm, ctypes.byref(size)))
+        ok(lib.HcclGetRankId(comm, ctypes.byref(me)))
+        assert (size.value, me.value) == (world, rank)
+        # The communicator still works after refused calls.
+        ok(lib.HcclAllReduce(p, p, 2, HCCL_FP32, HCCL_SUM, comm, stream))
+        sim.sync()
+        assert download(p, 2, "f") == [2.0, 4.0]
+        ok(lib.HcclCommDestroy(comm))
+        assert lib.HcclCommDestroy(comm) == HCCL_E_PARA
+        print("ok")
+    """))
+    assert outs == ["ok\n", "ok\n"]
+
+
+def test_joining_times_out_naming_the_missing_rank(runner, tmp_path):
+    # One process joins a communicator of two: nobody else comes.
+    results = run_ranks(runner, tmp_path, "", world=1, NRANKS=2, HCCL_CONNECT_TIMEOUT=1)
+    assert results[0].returncode != 0
+    assert "timed out after 1 s waiting for rank(s) 1" in results[0].stderr
+
+
+def test_a_peer_that_exits_fails_the_collective_with_its_rank(runner, tmp_path):
+    results = run_ranks(runner, tmp_path, """
+        p = upload([1.0], "f")
+        if rank == 1:
+            os._exit(0)  # leaves without taking part
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
+        rc = lib.aclrtSynchronizeDevice()
+        print(rc, sim.err())
+        error = ctypes.c_int()
+        ok(lib.HcclGetCommAsyncError(comm, ctypes.byref(error)))
+        print(error.value)
+        # The communicator stays failed: the next collective fails at once.
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+    """, timeout=30)
+    out = all_ok(results)[0].splitlines()
+    assert out[0].startswith("507015 ")  # ACL_ERROR_RT_AICORE_EXCEPTION
+    assert "HcclAllReduce failed on rank 0 of 2" in out[0]
+    assert "rank 1 (process" in out[0] and "exited before the collective completed" in out[0]
+    assert out[1] == "21"  # HCCL_E_REMOTE
+    assert out[2].startswith("507015 ") and "failed in an earlier collective" in out[2]
+
+
+def test_a_late_peer_times_out_and_fails_its_peers_too(runner, tmp_path):
+    results = run_ranks(runner, tmp_path, """
+        p = upload([1.0], "f")
+        if rank == 1:
+            time.sleep(3)
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+    """, HCCL_EXEC_TIMEOUT=1, timeout=30)
+    first, late = all_ok(results)
+    assert first.startswith("507015 ") and "timed out after 1 s waiting for rank(s) 1" in first
+    assert "HCCL_EXEC_TIMEOUT" in first
+    # Rank 1 arrives to find rank 0 gone from the collective.
+    assert late.startswith("507015 ") and "rank 0 of the communicator failed" in late
+
+
+def test_a_single_rank_communicator(runner, tmp_path):
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        p = upload([1, 2, 3], "q")
+        ok(lib.HcclAllReduce(p, p, 3, HCCL_INT64, HCCL_PROD, comm, stream))
+        ok(lib.HcclBarrier(comm, stream))
+        sim.sync()
+        print(download(p, 3, "q"))
+    """, world=1))
+    assert outs == ["[1, 2, 3]\n"]
+
+
+def test_the_shared_region_is_gone_after_the_job(runner, tmp_path):
+    before = set(os.listdir("/dev/shm"))
+    all_ok(run_ranks(runner, tmp_path, """
+        p = upload([1.0], "f")
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
+        sim.sync()
+    """))
+    leaked = [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("npu-sim-hccl")]
+    assert leaked == []

@@ -1,0 +1,448 @@
+#include "ProcessGroupHCCL.h"
+
+#include <cstring>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+#include "HcclTypes.h"
+#include "npu/NPUCachingAllocator.h"
+#include "npu/NPUFunctions.h"
+#include "npu/NPUGuardImpl.h"
+
+namespace c10d_npu {
+namespace {
+
+const c10_npu::hccl::HcclApi& hccl() {
+  return c10_npu::hccl::api();
+}
+
+void check_tensor(const at::Tensor& t, const char* what) {
+  TORCH_CHECK_VALUE(
+      t.device().type() == c10::DeviceType::PrivateUse1,
+      "ProcessGroupHCCL: ", what, " must be npu tensors, got a tensor on ", t.device(),
+      "; move it with .npu(), or use a gloo group for CPU tensors");
+  TORCH_CHECK_VALUE(t.layout() == at::kStrided, "ProcessGroupHCCL: ", what,
+                    " must be dense (strided) tensors, got layout ", t.layout());
+  TORCH_CHECK_VALUE(t.is_contiguous(t.suggest_memory_format()), "ProcessGroupHCCL: ", what,
+                    " must be contiguous; call .contiguous() first");
+}
+
+void check_same_device(const std::vector<at::Tensor>& tensors, const char* what) {
+  TORCH_CHECK_VALUE(!tensors.empty(), "ProcessGroupHCCL: no ", what, " given");
+  for (const auto& t : tensors) {
+    check_tensor(t, what);
+    TORCH_CHECK_VALUE(t.device() == tensors[0].device(), "ProcessGroupHCCL: all ", what,
+                      " of one call must be on one device; got ", tensors[0].device(), " and ",
+                      t.device());
+  }
+}
+
+// HCCL reduces complex numbers only as pairs of reals, which is right for sums.
+at::Tensor as_hccl_tensor(const at::Tensor& t, const c10d::ReduceOp* op) {
+  if (!t.is_complex()) {
+    return t;
+  }
+  TORCH_CHECK_VALUE(op == nullptr || op->op_ == c10d::ReduceOp::SUM ||
+                        op->op_ == c10d::ReduceOp::AVG,
+                    "ProcessGroupHCCL: complex tensors can only be reduced by SUM or AVG");
+  return at::view_as_real(t);
+}
+
+// A requested reduction as HCCL runs it: HCCL has no average, so AVG is a
+// SUM followed by a division on the communicator stream.
+struct Reduction {
+  explicit Reduction(const c10d::ReduceOp& op)
+      : requested(op),
+        average(op.op_ == c10d::ReduceOp::AVG),
+        hccl(average ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op) {}
+  c10d::ReduceOp requested;
+  bool average;
+  c10d::ReduceOp hccl;
+};
+
+void* address(const at::Tensor& t) {
+  return t.data_ptr();
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// WorkHCCL
+
+ProcessGroupHCCL::WorkHCCL::WorkHCCL(int rank, c10d::OpType type, const char* profiling_title,
+                                     c10::Device device, std::vector<at::Tensor> outputs,
+                                     bool host_waits)
+    : c10d::Work(rank, type, profiling_title),
+      device_(device),
+      outputs_(std::move(outputs)),
+      host_waits_(host_waits) {}
+
+bool ProcessGroupHCCL::WorkHCCL::isCompleted() {
+  return end_.query();
+}
+
+bool ProcessGroupHCCL::WorkHCCL::wait(std::chrono::milliseconds /*timeout*/) {
+  synchronize();
+  if (host_waits_) {
+    end_.synchronize();
+  }
+  return true;
+}
+
+void ProcessGroupHCCL::WorkHCCL::synchronize() {
+  end_.block(c10_npu::getCurrentNPUStream(device_.index()));
+}
+
+std::vector<at::Tensor> ProcessGroupHCCL::WorkHCCL::result() {
+  return outputs_;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> ProcessGroupHCCL::WorkHCCL::getFuture() {
+  return future_;
+}
+
+// ---------------------------------------------------------------------------
+// ProcessGroupHCCL
+
+ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                   std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), store_(std::move(store)), timeout_(timeout) {
+  // Fail here, with instructions, rather than at the first collective.
+  hccl();
+}
+
+ProcessGroupHCCL::~ProcessGroupHCCL() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [device, dc] : comms_) {
+    try {
+      // Queued collectives still use the communicator.
+      dc.stream.synchronize();
+    } catch (const std::exception& e) {
+      TORCH_WARN("ProcessGroupHCCL: a collective on npu:", static_cast<int>(device),
+                 " failed before the group was destroyed: ", e.what());
+    }
+    hccl().HcclCommDestroy(dc.comm);
+  }
+}
+
+ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = comms_.find(device.index());
+  if (it != comms_.end()) {
+    return it->second;
+  }
+  // HCCL binds a communicator to the calling thread's current device.
+  c10_npu::NPUGuard guard(device);
+  HcclRootInfo root{};
+  const std::string key = "hccl_root_info/" + std::to_string(comms_created_++);
+  if (getRank() == 0) {
+    check_hccl(hccl().HcclGetRootInfo(&root), "HcclGetRootInfo");
+    const auto* bytes = reinterpret_cast<const uint8_t*>(root.internal);
+    store_->set(key, std::vector<uint8_t>(bytes, bytes + sizeof root.internal));
+  } else {
+    const std::vector<uint8_t> bytes = store_->get(key);
+    TORCH_CHECK(bytes.size() == sizeof root.internal,
+                "ProcessGroupHCCL: the root info in the store under '", key, "' has ",
+                bytes.size(), " bytes instead of ", sizeof root.internal,
+                "; is another program using the same store?");
+    std::memcpy(root.internal, bytes.data(), bytes.size());
+  }
+  HcclComm comm = nullptr;
+  check_hccl(hccl().HcclCommInitRootInfo(static_cast<uint32_t>(getSize()), &root,
+                                         static_cast<uint32_t>(getRank()), &comm),
+             "HcclCommInitRootInfo");
+  auto [inserted, _] = comms_.emplace(
+      device.index(), DeviceComm{comm, c10_npu::getStreamFromPool(false, device.index())});
+  return inserted->second;
+}
+
+template <typename Launch>
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(
+    const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs, c10d::OpType type,
+    const char* name, Launch launch, bool host_waits) {
+  const c10::Device device = inputs[0].device();
+  DeviceComm& dc = device_comm(device);
+  c10_npu::NPUGuard device_guard(device);
+
+  // The inputs may still be being written by work the caller queued.
+  c10_npu::NPUEvent ready;
+  ready.record(c10_npu::getCurrentNPUStream(device.index()));
+  ready.block(dc.stream);
+
+  for (const std::vector<at::Tensor>* tensors : {&inputs, &std::as_const(outputs)}) {
+    for (const auto& t : *tensors) {
+      c10_npu::NPUCachingAllocator::recordStream(t.storage().data_ptr(), dc.stream);
+    }
+  }
+  auto work = c10::make_intrusive<WorkHCCL>(getRank(), type, name, device, outputs, host_waits);
+  {
+    // Work launch() queues besides the collective (copies, a division)
+    // goes on the communicator stream too.
+    c10_npu::NPUStreamGuard stream_guard(dc.stream.unwrap());
+    launch(dc.comm, dc.stream.stream());
+    work->end_.record(dc.stream);
+    work->future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{device});
+    // Completed now, with events on the communicator stream: whoever waits
+    // on the future waits for the collective on the device.
+    work->future_->markCompleted(at::IValue(work->outputs_));
+  }
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  check_same_device(tensors, "broadcast tensors");
+  TORCH_CHECK_VALUE(tensors.size() == 1, "ProcessGroupHCCL: broadcast takes one tensor per process");
+  const auto root = static_cast<uint32_t>(opts.rootRank);
+  return collective(tensors, tensors, c10d::OpType::BROADCAST, "hccl:broadcast",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      at::Tensor t = as_hccl_tensor(tensors[0], nullptr);
+                      check_hccl(hccl().HcclBroadcast(address(t), t.numel(),
+                                                      hccl_data_type(t.scalar_type()), root,
+                                                      comm, stream),
+                                 "HcclBroadcast");
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  c10d::AllreduceCoalescedOptions coalesced;
+  coalesced.reduceOp = opts.reduceOp;
+  coalesced.timeout = opts.timeout;
+  TORCH_CHECK_VALUE(tensors.size() == 1, "ProcessGroupHCCL: allreduce takes one tensor per process");
+  return allreduce_coalesced(tensors, coalesced);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  check_same_device(tensors, "allreduce tensors");
+  const Reduction reduction(opts.reduceOp);
+  const c10d::ReduceOp& op = reduction.requested;
+  const c10d::ReduceOp& hccl_op = reduction.hccl;
+  const bool average = reduction.average;
+  for (const auto& t : tensors) {
+    hccl_reduce_op(hccl_op, t.scalar_type()); // rejects what HCCL cannot do, before queuing
+    TORCH_CHECK_VALUE(!average || at::isFloatingType(t.scalar_type()) || t.is_complex(),
+                      "ProcessGroupHCCL: ReduceOp.AVG needs a floating-point tensor, got ",
+                      t.scalar_type());
+  }
+  return collective(
+      tensors, tensors, c10d::OpType::ALLREDUCE, "hccl:all_reduce",
+      [&](HcclComm comm, aclrtStream stream) {
+        for (auto& tensor : tensors) {
+          at::Tensor t = as_hccl_tensor(tensor, &op);
+          check_hccl(hccl().HcclAllReduce(address(t), address(t), t.numel(),
+                                          hccl_data_type(t.scalar_type()),
+                                          hccl_reduce_op(hccl_op, t.scalar_type()), comm, stream),
+                     "HcclAllReduce");
+          if (average) {
+            // HCCL has no average: a sum, then a division on the same stream.
+            tensor.div_(getSize());
+          }
+        }
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  check_same_device(tensors, "reduce tensors");
+  TORCH_CHECK_VALUE(tensors.size() == 1, "ProcessGroupHCCL: reduce takes one tensor per process");
+  const Reduction reduction(opts.reduceOp);
+  const c10d::ReduceOp& op = reduction.requested;
+  const c10d::ReduceOp& hccl_op = reduction.hccl;
+  const bool average = reduction.average;
+  hccl_reduce_op(hccl_op, tensors[0].scalar_type());
+  const auto root = static_cast<uint32_t>(opts.rootRank);
+  const bool is_root = opts.rootRank == getRank();
+  return collective(tensors, tensors, c10d::OpType::REDUCE, "hccl:reduce",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      at::Tensor t = as_hccl_tensor(tensors[0], &op);
+                      check_hccl(hccl().HcclReduce(address(t), address(t), t.numel(),
+                                                   hccl_data_type(t.scalar_type()),
+                                                   hccl_reduce_op(hccl_op, t.scalar_type()),
+                                                   root, comm, stream),
+                                 "HcclReduce");
+                      if (average && is_root) {
+                        tensors[0].div_(getSize());
+                      }
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> outputs{output};
+  std::vector<at::Tensor> inputs{input};
+  return allgather_into_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  check_same_device(inputs, "allgather inputs");
+  check_same_device(outputs, "allgather outputs");
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ProcessGroupHCCL: allgather got ",
+                    inputs.size(), " inputs but ", outputs.size(), " outputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK_VALUE(outputs[i].scalar_type() == inputs[i].scalar_type(),
+                      "ProcessGroupHCCL: allgather output and input dtypes differ (",
+                      outputs[i].scalar_type(), " vs ", inputs[i].scalar_type(), ")");
+    TORCH_CHECK_VALUE(outputs[i].numel() == inputs[i].numel() * getSize(),
+                      "ProcessGroupHCCL: the allgather output must have world size (",
+                      getSize(), ") times the input's elements; got ", outputs[i].numel(),
+                      " for an input of ", inputs[i].numel());
+  }
+  return collective(inputs, outputs, c10d::OpType::_ALLGATHER_BASE, "hccl:all_gather_into_tensor",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      for (size_t i = 0; i < inputs.size(); ++i) {
+                        at::Tensor in = as_hccl_tensor(inputs[i], nullptr);
+                        at::Tensor out = as_hccl_tensor(outputs[i], nullptr);
+                        check_hccl(hccl().HcclAllGather(address(in), address(out), in.numel(),
+                                                        hccl_data_type(in.scalar_type()), comm,
+                                                        stream),
+                                   "HcclAllGather");
+                      }
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  check_same_device(inputs, "allgather inputs");
+  TORCH_CHECK_VALUE(inputs.size() == 1 && outputs.size() == 1,
+                    "ProcessGroupHCCL: allgather takes one tensor (and one output list) per process");
+  const at::Tensor& input = inputs[0];
+  std::vector<at::Tensor>& targets = outputs[0];
+  TORCH_CHECK_VALUE(targets.size() == static_cast<size_t>(getSize()),
+                    "ProcessGroupHCCL: allgather needs one output tensor per rank (", getSize(),
+                    "), got ", targets.size());
+  check_same_device(targets, "allgather outputs");
+  for (const auto& t : targets) {
+    TORCH_CHECK_VALUE(t.numel() == input.numel() && t.scalar_type() == input.scalar_type(),
+                      "ProcessGroupHCCL: every allgather output must match the input's size "
+                      "and dtype");
+  }
+  return collective(inputs, targets, c10d::OpType::ALLGATHER, "hccl:all_gather",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      // Gathered into one buffer, then copied out, all on this stream.
+                      at::Tensor in = as_hccl_tensor(input, nullptr).contiguous();
+                      at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
+                      check_hccl(hccl().HcclAllGather(address(in), address(flat), in.numel(),
+                                                      hccl_data_type(in.scalar_type()), comm,
+                                                      stream),
+                                 "HcclAllGather");
+                      for (int r = 0; r < getSize(); ++r) {
+                        at::Tensor target = as_hccl_tensor(targets[r], nullptr);
+                        target.copy_(flat.narrow(0, r * in.numel(), in.numel()).view_as(target));
+                      }
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> outputs{output};
+  std::vector<at::Tensor> inputs{input};
+  return reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  check_same_device(inputs, "reduce_scatter inputs");
+  check_same_device(outputs, "reduce_scatter outputs");
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "ProcessGroupHCCL: reduce_scatter got ",
+                    inputs.size(), " inputs but ", outputs.size(), " outputs");
+  const Reduction reduction(opts.reduceOp);
+  const c10d::ReduceOp& op = reduction.requested;
+  const c10d::ReduceOp& hccl_op = reduction.hccl;
+  const bool average = reduction.average;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK_VALUE(inputs[i].numel() == outputs[i].numel() * getSize() &&
+                          inputs[i].scalar_type() == outputs[i].scalar_type(),
+                      "ProcessGroupHCCL: the reduce_scatter input must have world size (",
+                      getSize(), ") times the output's elements, of the same dtype; got ",
+                      inputs[i].numel(), " and ", outputs[i].numel());
+    hccl_reduce_op(hccl_op, inputs[i].scalar_type());
+  }
+  return collective(inputs, outputs, c10d::OpType::_REDUCE_SCATTER_BASE,
+                    "hccl:reduce_scatter_tensor", [&](HcclComm comm, aclrtStream stream) {
+                      for (size_t i = 0; i < inputs.size(); ++i) {
+                        at::Tensor in = as_hccl_tensor(inputs[i], &op);
+                        at::Tensor out = as_hccl_tensor(outputs[i], &op);
+                        check_hccl(hccl().HcclReduceScatter(
+                                       address(in), address(out), out.numel(),
+                                       hccl_data_type(in.scalar_type()),
+                                       hccl_reduce_op(hccl_op, in.scalar_type()), comm, stream),
+                                   "HcclReduceScatter");
+                        if (average) {
+                          outputs[i].div_(getSize());
+                        }
+                      }
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == 1 && inputs.size() == 1,
+                    "ProcessGroupHCCL: reduce_scatter takes one output (and one input list) "
+                    "per process");
+  std::vector<at::Tensor>& sources = inputs[0];
+  TORCH_CHECK_VALUE(sources.size() == static_cast<size_t>(getSize()),
+                    "ProcessGroupHCCL: reduce_scatter needs one input tensor per rank (",
+                    getSize(), "), got ", sources.size());
+  check_same_device(sources, "reduce_scatter inputs");
+  check_same_device(outputs, "reduce_scatter outputs");
+  for (const auto& t : sources) {
+    TORCH_CHECK_VALUE(t.numel() == outputs[0].numel() && t.scalar_type() == outputs[0].scalar_type(),
+                      "ProcessGroupHCCL: every reduce_scatter input must match the output's "
+                      "size and dtype");
+  }
+  const Reduction reduction(opts.reduceOp);
+  const c10d::ReduceOp& op = reduction.requested;
+  const c10d::ReduceOp& hccl_op = reduction.hccl;
+  const bool average = reduction.average;
+  hccl_reduce_op(hccl_op, outputs[0].scalar_type());
+  return collective(sources, outputs, c10d::OpType::REDUCE_SCATTER, "hccl:reduce_scatter",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      // The inputs, packed into one buffer on this stream first.
+                      at::Tensor out = as_hccl_tensor(outputs[0], &op);
+                      at::Tensor flat = at::empty({getSize() * out.numel()}, out.options());
+                      for (int r = 0; r < getSize(); ++r) {
+                        flat.narrow(0, r * out.numel(), out.numel())
+                            .copy_(as_hccl_tensor(sources[r], &op).reshape({-1}));
+                      }
+                      check_hccl(hccl().HcclReduceScatter(
+                                     address(flat), address(out), out.numel(),
+                                     hccl_data_type(out.scalar_type()),
+                                     hccl_reduce_op(hccl_op, out.scalar_type()), comm, stream),
+                                 "HcclReduceScatter");
+                      if (average) {
+                        outputs[0].div_(getSize());
+                      }
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions& opts) {
+  c10::DeviceIndex index = -1;
+  if (opts.device.has_value() && opts.device->type() == c10::DeviceType::PrivateUse1) {
+    index = opts.device->index();
+  } else if (!opts.device_ids.empty()) {
+    index = static_cast<c10::DeviceIndex>(opts.device_ids[0]);
+  } else {
+    index = c10_npu::current_device();
+  }
+  // A placeholder that names the device; HCCL's barrier carries no data.
+  std::vector<at::Tensor> placeholder{
+      at::empty({0}, at::TensorOptions().device(c10::DeviceType::PrivateUse1, index))};
+  return collective(placeholder, {}, c10d::OpType::BARRIER, "hccl:barrier",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      check_hccl(hccl().HcclBarrier(comm, stream), "HcclBarrier");
+                    },
+                    /*host_waits=*/true);
+}
+
+} // namespace c10d_npu

@@ -1,0 +1,122 @@
+// ProcessGroupHCCL: the `hccl` backend of torch.distributed for npu tensors.
+//
+// Like ProcessGroupNCCL, a collective runs as device work on a communicator
+// stream of the tensors' device, asynchronously to the host:
+//   1. the communicator stream waits (an event) for the work the caller's
+//      current stream has queued, which may still be writing the inputs;
+//   2. HCCL's collective is launched on the communicator stream, and the
+//      tensors are recorded on that stream so the caching allocator does not
+//      reuse their memory before it is done;
+//   3. WorkHCCL::wait() makes the caller's current stream wait for the
+//      collective's end; the host waits only in barrier().
+// A communicator is created per device on that device's first collective;
+// its root info goes from rank 0 to the others through the c10d store.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "npu/HcclInterface.h"
+#include "npu/NPUEvent.h"
+#include "npu/NPUStream.h"
+
+namespace c10d_npu {
+
+class ProcessGroupHCCL : public c10d::Backend {
+ public:
+  // The handle of one collective (or of several launched as one).
+  class WorkHCCL : public c10d::Work {
+   public:
+    WorkHCCL(int rank, c10d::OpType type, const char* profiling_title, c10::Device device,
+             std::vector<at::Tensor> outputs, bool host_waits);
+
+    // The collective has finished on the device (raises its error if it failed).
+    bool isCompleted() override;
+    // The caller's current stream waits for the collective; the host too for
+    // a barrier. Errors of the collective surface at the next synchronizing
+    // call, as errors of device work do.
+    bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+    void synchronize() override;
+    std::vector<at::Tensor> result() override;
+    // Completed with the outputs; waiting on it orders the waiter's stream
+    // after the collective (what DDP's communication hooks use).
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+   private:
+    friend class ProcessGroupHCCL;
+    c10::Device device_;
+    std::vector<at::Tensor> outputs_;
+    bool host_waits_;
+    c10_npu::NPUEvent end_;
+    c10::intrusive_ptr<c10::ivalue::Future> future_;
+  };
+
+  ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                   std::chrono::milliseconds timeout);
+  ~ProcessGroupHCCL() override;
+
+  const std::string getBackendName() const override {
+    return "hccl";
+  }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  struct DeviceComm {
+    HcclComm comm;
+    c10_npu::NPUStream stream; // from the pool: collectives overlap compute
+  };
+
+  // The communicator and stream of `device`, created on first use (every
+  // rank must reach this point: it waits for all of them).
+  DeviceComm& device_comm(c10::Device device);
+
+  // Runs `launch(comm, stream)` on the communicator stream of the tensors'
+  // device, ordered after the caller's current stream, and returns its work.
+  template <typename Launch>
+  c10::intrusive_ptr<c10d::Work> collective(const std::vector<at::Tensor>& inputs,
+                                            std::vector<at::Tensor> outputs, c10d::OpType type,
+                                            const char* name, Launch launch,
+                                            bool host_waits = false);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::unordered_map<c10::DeviceIndex, DeviceComm> comms_;
+  uint64_t comms_created_ = 0; // names the store key of the next root info
+};
+
+} // namespace c10d_npu

@@ -1,0 +1,30 @@
+// torch_npu.distributed._C: the Python binding of ProcessGroupHCCL, a
+// subclass of torch.distributed's C++ Backend type.
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "ProcessGroupHCCL.h"
+#include "npu/AclInterface.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  // The base class's Python type is registered by torch.distributed.
+  py::module_::import("torch._C._distributed_c10d");
+
+  py::class_<c10d_npu::ProcessGroupHCCL, c10d::Backend,
+             c10::intrusive_ptr<c10d_npu::ProcessGroupHCCL>>(
+      m, "ProcessGroupHCCL",
+      "The hccl backend of torch.distributed: collectives between npu devices, run as "
+      "device work on a communicator stream of each device.")
+      .def(py::init<c10::intrusive_ptr<c10d::Store>, int, int, std::chrono::milliseconds>(),
+           py::arg("store"), py::arg("rank"), py::arg("size"),
+           py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000),
+           py::call_guard<py::gil_scoped_release>());
+
+  m.def("hccl_library", [] {
+    // Loads HCCL (or says what is missing) and names the runtime it came with.
+    c10_npu::hccl::api();
+    return c10_npu::acl::backend_info().library;
+  });
+}

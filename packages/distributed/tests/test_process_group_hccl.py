@@ -1,0 +1,260 @@
+"""ProcessGroupHCCL: torch.distributed's hccl backend between npu processes.
+
+Each test runs one Python process per rank (rank r on npu:r), joined through
+a file store; the checks run inside the ranks, which print what the test
+compares. The simulator's HCCL carries the data (through shared memory).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+PRELUDE = """\
+import os, sys, time, warnings
+warnings.filterwarnings("ignore", category=FutureWarning)  # torch's renamings of collectives
+import torch, torch_npu
+import torch.distributed as dist
+rank, world = int(sys.argv[1]), int(sys.argv[2])
+torch.npu.set_device(rank)
+dist.init_process_group("hccl", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=world)
+"""
+
+
+def run_ranks(tmp_path: Path, body: str, world: int = 2, timeout: float = 120,
+              prelude: str = PRELUDE) -> list[str]:
+    """Runs `body` on `world` ranks; returns each rank's stdout (all must succeed)."""
+    script = tmp_path / "rank.py"
+    script.write_text(prelude + textwrap.dedent(body))
+    store = tmp_path / "store"
+    procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(world), str(store)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in range(world)]
+    outputs = []
+    try:
+        for rank, proc in enumerate(procs):
+            out, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, f"rank {rank} failed:\nstdout:\n{out}\nstderr:\n{err}"
+            outputs.append(out)
+    finally:
+        for proc in procs:
+            proc.kill()
+    return outputs
+
+
+def test_backend_is_registered_for_npu():
+    import torch.distributed as dist
+
+    import torch_npu.distributed
+
+    assert torch_npu.distributed.is_hccl_available()
+    assert dist.is_hccl_available()
+    assert "hccl" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map["npu"] == "hccl"
+
+
+def test_collectives_give_the_expected_values(tmp_path):
+    outputs = run_ranks(tmp_path, """
+        def check(name, got, expected):
+            got = got.cpu()
+            assert got.dtype == expected.dtype and torch.equal(got, expected), (name, got, expected)
+            print(name)
+
+        r = rank + 1  # 1 and 2
+        for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64,
+                      torch.int32, torch.int8, torch.uint8):
+            for op, expected in [(dist.ReduceOp.SUM, 3), (dist.ReduceOp.PRODUCT, 2),
+                                 (dist.ReduceOp.MAX, 2), (dist.ReduceOp.MIN, 1)]:
+                t = torch.full((3, 5), r, dtype=dtype).npu()
+                dist.all_reduce(t, op=op)
+                check(f"all_reduce {dtype} {op}", t, torch.full((3, 5), expected, dtype=dtype))
+        t = torch.tensor([1.0, 2.0]).npu() * r
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        check("all_reduce avg", t, torch.tensor([1.5, 3.0]))
+        b = torch.tensor([rank == 0, rank == 1, False]).npu()
+        dist.all_reduce(b)  # logical or
+        check("all_reduce bool", b, torch.tensor([True, True, False]))
+        c = torch.tensor([1 + 2j, -1j], dtype=torch.complex64).npu() * r
+        dist.all_reduce(c)
+        check("all_reduce complex", c, torch.tensor([3 + 6j, -3j], dtype=torch.complex64))
+
+        x = torch.arange(6, dtype=torch.float32).reshape(2, 3).npu() + 10 * rank
+        dist.broadcast(x, src=1)
+        check("broadcast", x, torch.arange(6, dtype=torch.float32).reshape(2, 3) + 10)
+        y = torch.full((4,), float(r)).npu()
+        dist.reduce(y, dst=0, op=dist.ReduceOp.SUM)
+        check("reduce", y, torch.full((4,), 3.0 if rank == 0 else 2.0))
+
+        mine = torch.tensor([rank, rank * 10], dtype=torch.int64).npu()
+        parts = [torch.empty(2, dtype=torch.int64).npu() for _ in range(world)]
+        dist.all_gather(parts, mine)
+        check("all_gather", torch.stack([p.cpu() for p in parts]), torch.tensor([[0, 0], [1, 10]]))
+        flat = torch.empty(4, dtype=torch.int64).npu()
+        dist.all_gather_into_tensor(flat, mine)
+        check("all_gather_into_tensor", flat, torch.tensor([0, 0, 1, 10]))
+
+        out = torch.empty(2).npu()
+        dist.reduce_scatter(out, [torch.full((2,), float(r * (j + 1))).npu() for j in range(world)])
+        check("reduce_scatter", out, torch.full((2,), 3.0 * (rank + 1)))
+        out = torch.empty(3).npu()
+        dist.reduce_scatter_tensor(out, torch.arange(6.0).npu() * r, op=dist.ReduceOp.MAX)
+        check("reduce_scatter_tensor", out, torch.arange(6.0)[3 * rank:3 * rank + 3] * 2)
+
+        # Coalesced forms (what FSDP and DTensor use).
+        ins = [torch.full((2,), float(rank + i)).npu() for i in range(3)]
+        outs = [torch.empty(4).npu() for _ in range(3)]
+        with dist._coalescing_manager(async_ops=False):
+            for o, i in zip(outs, ins):
+                dist.all_gather_into_tensor(o, i)
+        check("all_gather_into_tensor coalesced", torch.stack([o.cpu() for o in outs]),
+              torch.tensor([[0.0, 0, 1, 1], [1, 1, 2, 2], [2, 2, 3, 3]]))
+        pieces = [torch.empty(1).npu() for _ in range(2)]
+        with dist._coalescing_manager(async_ops=False):
+            for o in pieces:
+                dist.reduce_scatter_tensor(o, torch.tensor([1.0, 2.0]).npu() * r)
+        check("reduce_scatter_tensor coalesced", torch.cat([o.cpu() for o in pieces]),
+              torch.full((2,), 3.0 * (rank + 1)))
+        ts = [torch.ones(2).npu(), torch.ones(3).npu() * 2]
+        dist.all_reduce_coalesced(ts)
+        check("all_reduce_coalesced", torch.cat([t.cpu() for t in ts]), torch.tensor([2.0, 2, 4, 4, 4]))
+
+        work = dist.all_reduce(torch.ones(8).npu(), async_op=True)
+        work.wait()
+        fut = dist.all_reduce(torch.ones(8).npu(), async_op=True).get_future()
+        check("future", fut.wait()[0], torch.full((8,), 2.0))
+        dist.barrier()
+        print("barrier")
+        dist.destroy_process_group()
+    """)
+    assert outputs[0] == outputs[1]
+    names = outputs[0].splitlines()
+    assert len(names) == 8 * 4 + 14 and names[-1] == "barrier", names
+
+
+def test_collectives_are_ordered_with_the_streams_and_do_not_block_the_host(tmp_path):
+    outputs = run_ranks(tmp_path, """
+        dist.all_reduce(torch.ones(1).npu())  # creates the communicator
+        torch.npu.synchronize()
+        s = torch.npu.Stream()
+        with torch.npu.stream(s):
+            # The input is written by work queued behind 300 ms of device time
+            # on another stream: the collective must wait for it, and the host
+            # must not.
+            torch.npu._sleep(300)
+            t = torch.full((1000,), float(rank + 1)).npu()
+            work = dist.all_reduce(t, async_op=True)
+            done_at_once = work.is_completed()
+            work.wait()  # the current stream (s) waits; the host does not
+            doubled = t * 2  # runs after the collective, on s
+        torch.npu.synchronize()
+        print(done_at_once, work.is_completed(), doubled[0].item(), doubled.sum().item())
+        dist.destroy_process_group()
+    """)
+    for out in outputs:
+        assert out == "False True 6.0 6000.0\n"
+
+
+def test_ddp_training_matches_single_process_training(tmp_path):
+    outputs = run_ranks(tmp_path, """
+        import copy
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        torch.manual_seed(0)
+        reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                        torch.nn.Linear(16, 4))
+        model = DDP(copy.deepcopy(reference).npu())
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        for step in range(5):
+            x = torch.randn(8, 8, generator=g)
+            y = torch.randn(8, 4, generator=g)
+            # Reference: the whole batch in one process, on the CPU.
+            ref_opt.zero_grad()
+            torch.nn.functional.mse_loss(reference(x), y).backward()
+            ref_opt.step()
+            # DDP: each rank takes half the batch; gradients are averaged.
+            half = slice(4 * rank, 4 * rank + 4)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x[half].npu()), y[half].npu()).backward()
+            opt.step()
+        worst = max((p.detach().cpu() - q.detach()).abs().max().item()
+                    for p, q in zip(model.module.parameters(), reference.parameters()))
+        print(worst < 1e-5, worst)
+        dist.destroy_process_group()
+    """)
+    for out in outputs:
+        assert out.startswith("True "), out
+
+
+def test_subgroups_and_the_default_backend(tmp_path):
+    prelude = PRELUDE.replace('dist.init_process_group("hccl", ', "dist.init_process_group(")
+    outputs = run_ranks(tmp_path, """
+        # No backend named: as with cuda and nccl, torch takes the accelerator's.
+        print(dist.get_backend_config())
+        pair = dist.new_group([0, 1], backend="hccl")
+        singles = [dist.new_group([r], backend="hccl") for r in range(world)]
+        t = torch.full((2,), float(rank + 1)).npu()
+        dist.all_reduce(t, group=singles[rank])  # a group of one: unchanged
+        print(t.tolist())
+        dist.all_reduce(t, group=pair)
+        print(t.tolist())
+        dist.destroy_process_group()
+    """, prelude=prelude)
+    for rank, out in enumerate(outputs):
+        assert out.splitlines() == ["npu:hccl", str([rank + 1.0] * 2), "[3.0, 3.0]"], out
+
+
+def test_bad_input_says_what_to_do(tmp_path):
+    outputs = run_ranks(tmp_path, """
+        def error_of(fn):
+            try:
+                fn()
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+            return "no error"
+
+        print(error_of(lambda: dist.all_reduce(torch.ones(2).npu(), op=dist.ReduceOp.BAND)))
+        print(error_of(lambda: dist.all_reduce(torch.ones(4, 4).npu().t())))
+        print(error_of(lambda: dist.all_gather_into_tensor(torch.empty(3).npu(),
+                                                           torch.ones(2).npu())))
+        # The group still works after refused calls.
+        t = torch.ones(2).npu()
+        dist.all_reduce(t)
+        print(t.tolist())
+        dist.destroy_process_group()
+    """)
+    for out in outputs:
+        band, strided, sizes, after = out.splitlines()
+        assert "ReduceOp.BAND" in band and "SUM, PRODUCT, MAX and MIN" in band, band
+        assert "must be contiguous" in strided, strided
+        assert "world size (2) times the input's elements" in sizes, sizes
+        assert after == "[2.0, 2.0]"
+
+
+def test_a_rank_that_dies_fails_the_collective_on_the_others(tmp_path):
+    script = tmp_path / "rank.py"
+    script.write_text(PRELUDE + textwrap.dedent("""
+        t = torch.ones(4).npu()
+        dist.all_reduce(t)  # both ranks: the communicator exists
+        torch.npu.synchronize()
+        if rank == 1:
+            os._exit(3)
+        dist.all_reduce(t)
+        try:
+            torch.npu.synchronize()
+        except RuntimeError as e:
+            print("error:", e)
+        os._exit(0)
+    """))
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), "2", str(tmp_path / "store")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    out0, err0 = procs[0].communicate(timeout=120)
+    procs[1].communicate(timeout=120)
+    assert procs[1].returncode == 3
+    assert "error:" in out0, (out0, err0)
+    assert "HcclAllReduce failed on rank 0 of 2" in out0
+    assert "rank 1 (process" in out0 and "exited before the collective completed" in out0
