@@ -21,6 +21,7 @@
 
 #include "collective_reduce.h"
 #include "runtime.h"
+#include "util.h"
 
 namespace npu_sim {
 
@@ -35,6 +36,8 @@ constexpr uint64_t kDefaultSlotMiB = 16;
 // HCCL's documented defaults, in seconds.
 constexpr double kDefaultConnectTimeout = 120;
 constexpr double kDefaultExecTimeout = 1836;
+// How long a rank spins at a meeting point before it sleeps.
+constexpr std::chrono::nanoseconds kMeetingSpin{50'000};
 
 struct RootPayload {
   char magic[sizeof(kRootMagic)];
@@ -116,13 +119,6 @@ std::string rankList(const std::vector<uint32_t>& ranks) {
   return out;
 }
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 } // namespace
 
@@ -294,11 +290,10 @@ HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
     }
     return any;
   };
-  for (int spin = 0; spin < 2000; ++spin) {
-    if (!missing(nullptr)) {
-      return HCCL_SUCCESS;
-    }
-    cpuRelax();
+  // Peers usually arrive within microseconds of each other: spin first (a
+  // futex sleep and wake-up costs tens of microseconds on a VM).
+  if (spinUntil([&] { return !missing(nullptr); }, kMeetingSpin)) {
+    return HCCL_SUCCESS;
   }
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
