@@ -188,23 +188,40 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
     *why = "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
     return HCCL_E_SYSCALL;
   }
+  // From here on a failure removes the name, so that nothing is left behind.
+  auto fail = [&](HcclResult code, std::string message) {
+    shm_unlink(comm->name_.c_str());
+    *why = std::move(message);
+    return code;
+  };
   struct stat st{};
-  if (fstat(fd, &st) != 0 || (st.st_size != 0 && static_cast<size_t>(st.st_size) != total) ||
-      (st.st_size == 0 && ftruncate(fd, static_cast<off_t>(total)) != 0)) {
+  if (fstat(fd, &st) != 0) {
     const std::string error = std::strerror(errno);
     close(fd);
-    *why = static_cast<size_t>(st.st_size) != total && st.st_size != 0
-        ? "the ranks disagree on nRanks or HCCL_BUFFSIZE (shared region of " +
-            std::to_string(st.st_size) + " bytes, this rank expects " + std::to_string(total) + ")"
-        : "could not size the shared region " + comm->name_ + ": " + error +
-            " (is /dev/shm full? lower HCCL_BUFFSIZE)";
-    return HCCL_E_SYSCALL;
+    return fail(HCCL_E_SYSCALL, "fstat of the shared region failed: " + error);
+  }
+  if (st.st_size != 0 && static_cast<size_t>(st.st_size) != total) {
+    close(fd);
+    return fail(HCCL_E_PARA, "the ranks disagree on nRanks or HCCL_BUFFSIZE (shared region of " +
+                                 std::to_string(st.st_size) + " bytes, this rank expects " +
+                                 std::to_string(total) + ")");
+  }
+  // Allocated now rather than at first touch: a full /dev/shm (64 MiB in a
+  // default Docker container) is an error here instead of a SIGBUS inside a
+  // collective.
+  if (const int error = posix_fallocate(fd, 0, static_cast<off_t>(total)); error != 0) {
+    close(fd);
+    return fail(HCCL_E_MEMORY,
+                "no room in /dev/shm for the " + std::to_string(total >> 20) +
+                    " MiB of transfer buffers (" + std::strerror(error) +
+                    "): lower HCCL_BUFFSIZE (MiB per rank) or enlarge /dev/shm (docker run "
+                    "--shm-size)");
   }
   void* mapped = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (mapped == MAP_FAILED) {
-    *why = "mmap of the shared region failed: " + std::string(std::strerror(errno));
-    return HCCL_E_SYSCALL;
+    return fail(HCCL_E_SYSCALL,
+                "mmap of the shared region failed: " + std::string(std::strerror(errno)));
   }
   comm->region_ = static_cast<CommRegion*>(mapped);
   comm->region_bytes_ = total;
@@ -214,20 +231,19 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
 
   uint32_t ranks = 0;
   if (!region.ranks.compare_exchange_strong(ranks, nRanks) && ranks != nRanks) {
-    *why = "this rank was given nRanks " + std::to_string(nRanks) + ", another rank " +
-        std::to_string(ranks) + "; every rank must pass the same nRanks";
-    return HCCL_E_PARA;
+    return fail(HCCL_E_PARA, "this rank was given nRanks " + std::to_string(nRanks) +
+                                 ", another rank " + std::to_string(ranks) +
+                                 "; every rank must pass the same nRanks");
   }
   uint64_t slots = 0;
   if (!region.slot_bytes.compare_exchange_strong(slots, slot_bytes) && slots != slot_bytes) {
-    *why = "the ranks disagree on HCCL_BUFFSIZE; set the same value for every rank";
-    return HCCL_E_PARA;
+    return fail(HCCL_E_PARA, "the ranks disagree on HCCL_BUFFSIZE; set the same value for every rank");
   }
   int32_t pid = 0;
   if (!region.rank[rank].pid.compare_exchange_strong(pid, static_cast<int32_t>(getpid()))) {
-    *why = "rank " + std::to_string(rank) + " has already joined this communicator (process " +
-        std::to_string(pid) + "); every process must pass a different rank";
-    return HCCL_E_PARA;
+    return fail(HCCL_E_PARA, "rank " + std::to_string(rank) +
+                                 " has already joined this communicator (process " +
+                                 std::to_string(pid) + "); every process must pass a different rank");
   }
   const HcclResult joined = comm->meet(envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout),
                                        why);
@@ -237,7 +253,6 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
     shm_unlink(comm->name_.c_str());
   }
   if (joined != HCCL_SUCCESS) {
-    *why = "HcclCommInitRootInfo: " + *why;
     return joined;
   }
   *out = std::move(comm);

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import TESTS_DIR, Runner
 
 # Joins the communicator; afterwards `comm`, `rank`, `world` and `stream`
@@ -314,3 +316,18 @@ def test_the_shared_region_is_gone_after_the_job(runner, tmp_path):
     """))
     leaked = [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("npu-sim-hccl")]
     assert leaked == []
+
+
+def test_no_room_in_dev_shm_is_an_error_at_init(runner, tmp_path):
+    # 64 GiB of transfer buffer (HCCL_BUFFSIZE is MiB per rank): more than
+    # this machine's /dev/shm holds, so it is refused when the communicator
+    # is made, not found out by a SIGBUS inside a collective.
+    shm = os.statvfs("/dev/shm")
+    if shm.f_bavail * shm.f_frsize >= 64 << 30:
+        pytest.skip("/dev/shm holds 64 GiB here: the check would allocate it")
+    before = set(os.listdir("/dev/shm"))
+    results = run_ranks(runner, tmp_path, "", world=1, HCCL_BUFFSIZE=65536)
+    assert results[0].returncode != 0
+    assert "HcclCommInitRootInfo: no room in /dev/shm for the 65536 MiB" in results[0].stderr
+    assert "lower HCCL_BUFFSIZE" in results[0].stderr
+    assert not [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("npu-sim-hccl")]
