@@ -111,9 +111,10 @@ def check_build_pins(matrix: Matrix) -> List[str]:
         if not re.search(pattern, dev):
             problems.append(f"./dev: the default {tool} must be {version} (matrix default row)")
     for dist in PACKAGE_DIRS:  # every C++ package (scikit-build-core) builds against the row's pins
-        if _pyproject(dist).get("build-system", {}).get("build-backend") != "scikit_build_core.build":
+        pyproject = _pyproject(dist)
+        if pyproject.get("build-system", {}).get("build-backend") != "scikit_build_core.build":
             continue
-        build = _requirements(_pyproject(dist), "build")
+        build = _requirements(pyproject, "build")
         for tool, version in pins.items():
             req = build.get(tool)
             if req is None or str(req.specifier) != f"=={version}":

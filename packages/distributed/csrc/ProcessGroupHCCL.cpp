@@ -108,8 +108,8 @@ c10::intrusive_ptr<c10::ivalue::Future> ProcessGroupHCCL::WorkHCCL::getFuture() 
 // ProcessGroupHCCL
 
 ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                   std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), store_(std::move(store)), timeout_(timeout) {
+                                   std::chrono::milliseconds /*timeout*/)
+    : c10d::Backend(rank, size), store_(std::move(store)) {
   // Fail here, with instructions, rather than at the first collective.
   hccl();
 }

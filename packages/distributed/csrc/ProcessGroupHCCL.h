@@ -60,6 +60,8 @@ class ProcessGroupHCCL : public c10d::Backend {
     c10::intrusive_ptr<c10::ivalue::Future> future_;
   };
 
+  // `timeout` is torch.distributed's; HCCL takes its own limits from the
+  // environment (HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT), as on CANN.
   ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                    std::chrono::milliseconds timeout);
   ~ProcessGroupHCCL() override;
@@ -113,7 +115,6 @@ class ProcessGroupHCCL : public c10d::Backend {
                                             bool host_waits = false);
 
   c10::intrusive_ptr<c10d::Store> store_;
-  std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::unordered_map<c10::DeviceIndex, DeviceComm> comms_;
   uint64_t comms_created_ = 0; // names the store key of the next root info

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ExecutionCounters.h"
+#include "IValueTensors.h"
 #include "KernelAllocator.h"
 #include "LaunchSite.h"
 #include "OpTranslation.h"
@@ -69,21 +70,6 @@ IValue map_tensors(const IValue& v, const F& f) {
     return out;
   }
   return v;
-}
-
-template <typename F>
-void for_each_tensor(const IValue& v, const F& f) {
-  if (v.isTensor()) {
-    f(v.toTensor());
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) {
-      f(t);
-    }
-  } else if (v.isList()) {
-    for (const IValue& element : v.toList()) {
-      for_each_tensor(element, f);
-    }
-  }
 }
 
 std::vector<at::Tensor> tensors_of(const IValue& v) {

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "DeviceOpExecutor.h"
+#include "IValueTensors.h"
 
 namespace torch_npu_ops {
 
@@ -71,19 +72,7 @@ c10::DispatchKeySet kernel_keys(const std::vector<c10::IValue>& args, c10::Backe
     }
   };
   for (const auto& arg : args) {
-    if (arg.isTensor()) {
-      add(arg.toTensor());
-    } else if (arg.isTensorList()) {
-      for (const at::Tensor& t : arg.toTensorList()) {
-        add(t);
-      }
-    } else if (arg.isList()) {
-      for (const c10::IValue& element : arg.toList()) {
-        if (element.isTensor()) {
-          add(element.toTensor());
-        }
-      }
-    }
+    for_each_tensor(arg, add);
   }
   return functionality | c10::DispatchKeySet(backend);
 }

@@ -151,8 +151,10 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
   return HCCL_SUCCESS;
 }
 
-Communicator::Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device)
-    : name_(std::move(name)), size_(size), rank_(rank), device_(device) {}
+Communicator::Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
+                           double exec_timeout)
+    : name_(std::move(name)), size_(size), rank_(rank), device_(device),
+      exec_timeout_(exec_timeout) {}
 
 Communicator::~Communicator() {
   if (region_ != nullptr) {
@@ -179,7 +181,8 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
     *why = "rank " + std::to_string(rank) + " is not below nRanks " + std::to_string(nRanks);
     return HCCL_E_PARA;
   }
-  std::shared_ptr<Communicator> comm(new Communicator(payload.region, nRanks, rank, device));
+  std::shared_ptr<Communicator> comm(new Communicator(
+      payload.region, nRanks, rank, device, envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout)));
   const uint64_t slot_bytes = slotBytesFromEnv();
   const size_t total = kHeaderBytes + static_cast<size_t>(slot_bytes) * nRanks;
 
@@ -365,7 +368,6 @@ HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
   if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
     return error;
   }
-  const double timeout = envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout);
   for (size_t off = 0; off < count; off += chunk) {
     const size_t m = std::min(chunk, count - off);
     HcclResult result = HCCL_SUCCESS;
@@ -373,7 +375,7 @@ HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
     auto step = [&](auto& phase) {
       if (result == HCCL_SUCCESS) {
         phase(off, m);
-        result = meet(timeout, why);
+        result = meet(exec_timeout_, why);
       }
     };
     (step(phases), ...);
@@ -469,7 +471,7 @@ HcclResult Communicator::barrier(std::string* why) {
   if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
     return error;
   }
-  return meet(envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout), why);
+  return meet(exec_timeout_, why);
 }
 
 } // namespace npu_sim

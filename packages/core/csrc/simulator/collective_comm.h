@@ -61,7 +61,8 @@ class Communicator {
   HcclResult barrier(std::string* why);
 
  private:
-  Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device);
+  Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
+               double exec_timeout);
 
   char* slot(uint32_t r) const;
   // Moves `count` elements in chunks of at most `chunk`: for each chunk, each
@@ -77,6 +78,7 @@ class Communicator {
   const uint32_t size_;
   const uint32_t rank_;
   const uint32_t device_;
+  const double exec_timeout_; // HCCL_EXEC_TIMEOUT, read when the communicator is made
   CommRegion* region_ = nullptr;
   size_t region_bytes_ = 0;
   size_t slot_bytes_ = 0;

@@ -150,6 +150,8 @@ HcclResult deviceBuffer(const char* api, const char* role, const void* p, uint64
     return HCCL_SUCCESS;
   }
   const uint64_t esize = hcclElementSize(type);
+  // Also small enough that callers may multiply it by the rank count (the
+  // gathered buffer's size) once it has passed this check.
   if (count > UINT64_MAX / esize / (comm.size() + 1)) {
     return hcclFail(HCCL_E_PARA, api, std::string(role) + " count is too large");
   }
@@ -419,11 +421,11 @@ NPU_SIM_EXPORT HcclResult HcclReduceScatter(void* sendBuf, void* recvBuf, uint64
     const HcclResult refused = firstFailure(
         [&] { return findComm(api, comm, &c); }, [&] { return checkType(api, dataType); },
         [&] { return checkOp(api, op); },
+        [&] { return deviceBuffer(api, "recvBuf", recvBuf, recvCount, dataType, *c, &recv); },
         [&] {
           return deviceBuffer(api, "sendBuf", sendBuf, recvCount * c->size(), dataType, *c,
                               &send);
-        },
-        [&] { return deviceBuffer(api, "recvBuf", recvBuf, recvCount, dataType, *c, &recv); });
+        });
     if (refused != HCCL_SUCCESS || recvCount == 0) {
       return refused;
     }

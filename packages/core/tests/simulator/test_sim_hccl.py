@@ -5,6 +5,7 @@ Rank 0 makes the root info and hands it to the others through a file (what
 torch-npu's process group does through the c10d store).
 """
 
+import array
 import os
 import subprocess
 import sys
@@ -12,6 +13,16 @@ import textwrap
 
 import pytest
 
+from _simlib import (
+    HCCL_FP32,
+    HCCL_FP64,
+    HCCL_INT8,
+    HCCL_INT16,
+    HCCL_INT32,
+    HCCL_INT64,
+    HCCL_UINT8,
+    HCCL_UINT64,
+)
 from conftest import TESTS_DIR, Runner
 
 # Joins the communicator; afterwards `comm`, `rank`, `world` and `stream`
@@ -80,36 +91,33 @@ def all_ok(results):
     return [r.stdout for r in results]
 
 
+# (HCCL data type, array code, each rank's values) for the all-reduce test.
+ALL_REDUCE_CASES = [
+    (HCCL_FP32, "f", [[r + 0.5, -r, 2.0 ** r] for r in range(3)]),
+    (HCCL_FP64, "d", [[r / 3, 1e300 * (r - 1), 7.0] for r in range(3)]),
+    (HCCL_INT8, "b", [[r, -r, 3] for r in range(3)]),
+    (HCCL_UINT8, "B", [[r, 200, 1] for r in range(3)]),
+    (HCCL_INT16, "h", [[r * 1000, -7, 2] for r in range(3)]),
+    (HCCL_INT32, "i", [[r, -(10 ** 9), 5] for r in range(3)]),
+    (HCCL_INT64, "q", [[r, 2 ** 40, -3] for r in range(3)]),
+    (HCCL_UINT64, "Q", [[r, 2 ** 63, 9] for r in range(3)]),
+]
+
+
 def test_all_reduce_every_op_and_type_on_three_ranks(runner, tmp_path):
     outs = all_ok(run_ranks(runner, tmp_path, """
-        cases = [  # HCCL type, array code, rank -> values
-            (HCCL_FP32, "f", lambda r: [r + 0.5, -r, 2.0 ** r]),
-            (HCCL_FP64, "d", lambda r: [r / 3, 1e300 * (r - 1), 7.0]),
-            (HCCL_INT8, "b", lambda r: [r, -r, 3]),
-            (HCCL_UINT8, "B", lambda r: [r, 200, 1]),
-            (HCCL_INT16, "h", lambda r: [r * 1000, -7, 2]),
-            (HCCL_INT32, "i", lambda r: [r, -(10 ** 9), 5]),
-            (HCCL_INT64, "q", lambda r: [r, 2 ** 40, -3]),
-            (HCCL_UINT64, "Q", lambda r: [r, 2 ** 63, 9]),
-        ]
-        for dtype, code, values in cases:
+        for dtype, code, values in CASES:
             for op in (HCCL_SUM, HCCL_PROD, HCCL_MAX, HCCL_MIN):
-                p = upload(values(rank), code)
+                p = upload(values[rank], code)
                 ok(lib.HcclAllReduce(p, p, 3, dtype, op, comm, stream))
                 sim.sync()
                 print(dtype, op, download(p, 3, code))
-    """, world=3))
+    """.replace("CASES", repr(ALL_REDUCE_CASES)), world=3))
     assert outs[0] == outs[1] == outs[2]  # every rank gets the same bits
-    import array
     lines = iter(outs[0].splitlines())
     wrap = {"b": 2 ** 8, "B": 2 ** 8, "h": 2 ** 16, "i": 2 ** 32, "q": 2 ** 64, "Q": 2 ** 64}
-    for dtype, code, values in [
-        (4, "f", lambda r: [r + 0.5, -r, 2.0 ** r]), (10, "d", lambda r: [r / 3, 1e300 * (r - 1), 7.0]),
-        (0, "b", lambda r: [r, -r, 3]), (7, "B", lambda r: [r, 200, 1]),
-        (1, "h", lambda r: [r * 1000, -7, 2]), (2, "i", lambda r: [r, -(10 ** 9), 5]),
-        (5, "q", lambda r: [r, 2 ** 40, -3]), (6, "Q", lambda r: [r, 2 ** 63, 9]),
-    ]:
-        columns = list(zip(*(values(r) for r in range(3))))
+    for dtype, code, values in ALL_REDUCE_CASES:
+        columns = list(zip(*values))
         for op, combine in [(0, sum), (1, lambda c: c[0] * c[1] * c[2]), (2, max), (3, min)]:
             expected = [combine(c) for c in columns]
             if code in wrap:  # integer arithmetic wraps around, as on the device

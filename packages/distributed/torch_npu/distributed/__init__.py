@@ -28,7 +28,6 @@ from __future__ import annotations
 from datetime import timedelta
 from types import ModuleType
 
-import torch
 import torch.distributed as dist
 
 from torch_npu._plugins import check_plugin_build
@@ -62,19 +61,11 @@ def _create_process_group_hccl(store: dist.Store, rank: int, size: int,
     return ProcessGroupHCCL(store, rank, size, timeout)
 
 
-def _register_backend() -> None:
-    if BACKEND_NAME not in dist.Backend.backend_list:
-        # devices=["npu"]: hccl becomes npu's default backend, so that
-        # init_process_group() without a backend uses it for npu tensors.
-        dist.Backend.register_backend(BACKEND_NAME, _create_process_group_hccl, devices=["npu"])
-    dist.is_hccl_available = is_hccl_available
-
-
 def _initialize_plugin(torch_npu: ModuleType) -> None:
     """Entry point of the ``torch_npu.plugins`` group: registers the hccl backend."""
-    if dist.is_available():
-        _register_backend()
-
-
-if torch.distributed.is_available():
-    _register_backend()
+    if not dist.is_available() or BACKEND_NAME in dist.Backend.backend_list:
+        return
+    # devices=["npu"]: hccl becomes npu's default backend, so that
+    # init_process_group() without a backend uses it for npu tensors.
+    dist.Backend.register_backend(BACKEND_NAME, _create_process_group_hccl, devices=["npu"])
+    dist.is_hccl_available = is_hccl_available
