@@ -27,6 +27,8 @@
 #include "OutVariants.h"
 #include "ResultCopy.h"
 #include "ResultPlacement.h"
+#include "SchemaAliases.h"
+#include "SparseResultShapes.h"
 #include "SparseTensors.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGenerator.h"
@@ -302,22 +304,6 @@ bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>&
   return false;
 }
 
-// The input argument a return aliases (same alias set), or -1.
-int aliased_argument(const c10::FunctionSchema& schema, const c10::Argument& ret) {
-  const auto* ret_alias = ret.alias_info();
-  if (ret_alias == nullptr) {
-    return -1;
-  }
-  const auto& arguments = schema.arguments();
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const auto* alias = arguments[i].alias_info();
-    if (alias != nullptr && alias->beforeSets() == ret_alias->beforeSets()) {
-      return static_cast<int>(i);
-    }
-  }
-  return -1;
-}
-
 uint64_t mix_seed(uint64_t seed, uint64_t offset) {
   // splitmix64 of (seed, offset): a distinct, reproducible CPU seed for each
   // slice of the npu generator's counter space.
@@ -537,39 +523,30 @@ bool strict_mode() {
   return strict;
 }
 
-// The outputs of a sparse op whose results are all fresh dense tensors (a
-// sparse matrix times a dense one, to_dense, ...), shaped by its sparse meta
-// kernel; nothing if it has none, or returns a sparse or aliasing result.
-std::optional<std::vector<TensorSpec>> dense_outputs_of_sparse_op(
-    const TranslatedOp& target, const std::vector<IValue>& args) {
-  for (const auto& ret : target.caller_schema.returns()) {
-    if (ret.alias_info() != nullptr || ret.type()->kind() != c10::TypeKind::TensorType) {
-      return std::nullopt;
-    }
-  }
-  const auto spec = infer_outputs(target, args);
-  if (spec == nullptr) {
-    return std::nullopt; // no sparse meta kernel, one that needs the data, or a sparse result
-  }
-  std::vector<TensorSpec> outputs;
-  for (const auto& tensors : *spec) {
-    if (tensors.size() != 1 || !tensors[0].defined) {
-      return std::nullopt;
-    }
-    outputs.push_back(tensors[0]);
-  }
-  return outputs;
-}
-
-// Queues a sparse op with dense results (dense_outputs_of_sparse_op) like
-// any other op: the host returns once the work is queued.
+// Queues a sparse op with dense results (dense_results_of_sparse_op) like
+// any other op: the host returns once the work is queued. Fresh results are
+// allocated here and the kernel's results copied into them; an argument the
+// op writes into takes the predicted sizes now, and the kernel writes into it.
 void run_sparse_async(const TranslatedOp& target, const std::vector<IValue>& args,
                       const std::vector<TensorSpec>& specs, c10::Device device,
                       const c10_npu::NPUStream& stream, Stack* stack) {
+  const auto& returns = target.caller_schema.returns();
+  std::vector<IValue> results;
   std::vector<at::Tensor> outputs;
-  outputs.reserve(specs.size());
-  for (const auto& spec : specs) {
-    outputs.push_back(at::empty_strided(spec.sizes, spec.strides, at::TensorOptions().dtype(spec.dtype).device(device)));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& spec = specs[i];
+    const int alias = aliased_argument(target.caller_schema, returns[i]);
+    if (alias >= 0) {
+      at::Tensor out = args[alias].toTensor();
+      if (!out.sizes().equals(spec.sizes)) {
+        out.resize_(spec.sizes);
+      }
+      outputs.push_back(out);
+      results.push_back(args[alias]);
+    } else {
+      outputs.push_back(at::empty_strided(spec.sizes, spec.strides, at::TensorOptions().dtype(spec.dtype).device(device)));
+      results.emplace_back(outputs.back());
+    }
   }
   const auto& schema = target.op.schema();
   std::vector<IValue> cpu_args = cpu_arguments(schema, target.args_for(args), device);
@@ -583,15 +560,21 @@ void run_sparse_async(const TranslatedOp& target, const std::vector<IValue>& arg
         Stack s = as_stack(cpu_args);
         op.redispatchBoxed(keys, &s);
         for (size_t i = 0; i < views.size() && i < s.size(); ++i) {
-          if (views[i].numel() > 0) {
-            copy_result(views[i], s[i].toTensor());
+          const at::Tensor& result = s[i].toTensor();
+          // The results were sized before the kernel ran; copy_ would
+          // broadcast a result of other sizes.
+          TORCH_CHECK(result.layout() == c10::kStrided && result.sizes().equals(views[i].sizes()), op.schema().name(),
+                      ": the CPU kernel returned a ", result.layout(), " result of sizes ", result.sizes(),
+                      " where a strided one of sizes ", views[i].sizes(), " was expected (a torch-npu-ops bug)");
+          if (views[i].numel() > 0 && result.const_data_ptr() != views[i].const_data_ptr()) {
+            copy_result(views[i], result);
             count_result(ResultDelivery::Copied);
           }
         }
       },
       capture_launch_site());
-  for (auto& out : outputs) {
-    stack->emplace_back(std::move(out));
+  for (auto& result : results) {
+    stack->push_back(std::move(result));
   }
   count(ExecutionPath::DeviceAsync, schema.name());
 }
@@ -619,11 +602,13 @@ void run_sparse_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   const c10_npu::NPUGuard guard(device);
   const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device.index());
   const TranslatedOp target = translate(op, args);
-  if (const auto outputs = dense_outputs_of_sparse_op(target, args)) {
+  if (const auto outputs = dense_results_of_sparse_op(target, args)) {
     run_sparse_async(target, args, *outputs, device, stream, stack);
-  } else {
-    run_sync(target, args, device, stream, stack);
+    return;
   }
+  const size_t below = stack->size();
+  run_sync(target, args, device, stream, stack);
+  confirm_dense_results(target, args, c10::ArrayRef<IValue>(*stack).slice(below));
 }
 
 void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {

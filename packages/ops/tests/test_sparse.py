@@ -129,6 +129,93 @@ def test_sparse_ops_with_dense_results_and_a_meta_kernel_do_not_wait():
     torch.testing.assert_close(dense.cpu(), x, rtol=0, atol=0)
 
 
+SPARSE_TIMES_DENSE = {
+    "mm": lambda s, d, v, c: torch.mm(s, d),
+    "matmul": lambda s, d, v, c: s @ d,
+    "addmm": lambda s, d, v, c: torch.addmm(c, s, d, beta=0.5, alpha=2.0),
+    "sparse.mm": lambda s, d, v, c: torch.sparse.mm(s, d),
+    "mv": lambda s, d, v, c: torch.mv(s, v),
+}
+
+
+def product_operands(layout, device, seed=0):
+    x = dense_sample(seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    d, v, c = torch.randn(8, 5, generator=g), torch.randn(8, generator=g), torch.randn(6, 5, generator=g)
+    return to_layout(x, layout).to(device), d.to(device), v.to(device), c.to(device)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc], ids=str)
+@pytest.mark.parametrize("name", SPARSE_TIMES_DENSE)
+def test_sparse_times_dense_products_wait_only_the_first_time(layout, name):
+    # PyTorch has no sparse meta kernel for the matrix products. The first
+    # call with a structure runs synchronously and confirms that the dense
+    # product's meta kernel predicts the CPU's result; later calls are queued.
+    product = SPARSE_TIMES_DENSE[name]
+    cpu_operands = product_operands(layout, "cpu")
+    expected = product(*cpu_operands)
+    first = product(*product_operands(layout, "npu"))
+    torch.testing.assert_close(first.cpu(), expected)
+    for seed in (1, 2):  # other values, same structure
+        operands = product_operands(layout, "npu", seed)
+        torch.npu.synchronize()
+        before = execution_counters()
+        torch.npu._sleep(100)
+        result = product(*operands)
+        after = execution_counters()
+        assert not torch.npu.current_stream().query()  # the host did not wait
+        assert after["device_sync"] == before["device_sync"]
+        expected = product(*product_operands(layout, "cpu", seed))
+        assert result.shape == expected.shape and result.stride() == expected.stride()
+        torch.testing.assert_close(result.cpu(), expected)
+
+
+def test_batched_sparse_product_and_its_backward_match_the_cpu():
+    x = torch.stack([dense_sample(seed=0), dense_sample(seed=1)])
+    d = torch.randn(2, 8, 3, requires_grad=True)
+    d_npu = d.detach().npu().requires_grad_()
+    for _ in range(2):  # the second time queued
+        expected = torch.bmm(x.to_sparse(), d)
+        result = torch.bmm(x.to_sparse().npu(), d_npu)
+        torch.testing.assert_close(result.cpu(), expected)
+    expected.sum().backward()
+    result.sum().backward()
+    torch.testing.assert_close(d_npu.grad.cpu(), d.grad)
+
+
+def test_products_the_dense_prediction_misses_keep_waiting():
+    # dense @ COO is column-major on the CPU and COO @ COO is sparse: the
+    # dense product's meta kernel would predict neither, so they stay
+    # synchronous and keep the CPU's layout and strides.
+    x = dense_sample()
+    d = torch.randn(3, 6)
+    cases = [(lambda s, d: d @ s, x.to_sparse(), d), (lambda s, d: s @ s.t(), x.to_sparse(), d)]
+    for product, s, d in cases:
+        expected = product(s, d)
+        for _ in range(2):
+            before = execution_counters()["device_sync"]
+            result = product(s.npu(), d.npu())
+            assert execution_counters()["device_sync"] > before
+        assert result.layout == expected.layout
+        if expected.layout == torch.strided:
+            assert result.stride() == expected.stride()
+            torch.testing.assert_close(result.cpu(), expected)
+        else:
+            torch.testing.assert_close(result.to_dense().cpu(), expected.to_dense())
+
+
+def test_a_queued_sparse_product_still_raises_argument_errors_at_the_call():
+    s, d, _, _ = product_operands(torch.sparse_csr, "npu")
+    torch.mm(s, d)  # learned
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.mm(s.cpu(), torch.randn(7, 5))
+    with pytest.raises(RuntimeError) as on_npu:
+        torch.mm(s, torch.randn(7, 5).npu())
+    # The CPU's message, plus the line that launched the op.
+    assert str(on_npu.value).startswith(str(on_cpu.value).splitlines()[0])
+    torch.testing.assert_close(torch.mm(s, d).cpu(), torch.mm(s.cpu(), d.cpu()))
+
+
 @pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
 def test_sparse_mm_reduce_backward_matches_the_cpu(reduce):
     # The CPU kernel keeps the amax/amin argument indices only when an input

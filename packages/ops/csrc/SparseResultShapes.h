@@ -1,0 +1,40 @@
+// The dense results of a sparse op, known before it runs, so that the op is
+// queued like a dense one instead of making the host wait.
+//
+// Two sources:
+// - the op's sparse meta kernel (a CSR tensor's to_dense, ...);
+// - for ops that have none (PyTorch has no SparseCsrMeta addmm, no SparseMeta
+//   mm, ...), the op's dense meta kernel run with a dense stand-in of each
+//   sparse argument (same sizes and dtype). A sparse matrix times a dense one
+//   has the shape of the dense product, but the stand-in is only trusted once
+//   the CPU kernel has confirmed it: the first call with a given structure
+//   (op, layouts, dtypes, ranks, non-tensor arguments) runs synchronously, and
+//   if its results are dense and have exactly the stand-in's sizes, strides
+//   and dtypes, later calls with that structure are queued. Otherwise (a
+//   sparse result, column-major strides, no dense meta kernel) they keep
+//   waiting.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <ATen/core/stack.h>
+
+#include "OpTranslation.h"
+#include "OutputShapes.h"
+
+namespace torch_npu_ops {
+
+// The specs of the op's results (one per return) if they are all dense
+// tensors whose shapes are known without running it: fresh results, or dense
+// arguments the op writes into (out=, in-place); nothing otherwise.
+std::optional<std::vector<TensorSpec>> dense_results_of_sparse_op(
+    const TranslatedOp& target, const std::vector<c10::IValue>& args);
+
+// After the op ran synchronously with `args` and left `results`: records
+// whether the dense stand-ins predict results like these for this structure.
+void confirm_dense_results(
+    const TranslatedOp& target, const std::vector<c10::IValue>& args, c10::ArrayRef<c10::IValue> results);
+
+} // namespace torch_npu_ops
