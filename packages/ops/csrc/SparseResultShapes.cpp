@@ -1,6 +1,9 @@
 #include "SparseResultShapes.h"
 
+#include <algorithm>
+#include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <unordered_map>
 
@@ -105,37 +108,74 @@ std::optional<std::vector<TensorSpec>> stand_in_results(const TranslatedOp& targ
   return spec == nullptr ? std::nullopt : one_tensor_each(*spec);
 }
 
-// Whether the CPU kernel's result is the predicted one. A result written
-// into an argument keeps that argument's strides, so only its sizes count.
-bool matches(const IValue& result, const TensorSpec& spec, bool written_into_argument) {
+// A dense result's memory layout, as the order of its dimensions from the
+// outermost (largest stride) to the innermost. The CPU's sparse kernels do
+// not always return what the dense product's meta kernel would (dense @ COO
+// is column-major), so the layout is learnt from the CPU result instead.
+using DimOrder = c10::SmallVector<int64_t, 6>;
+
+DimOrder dim_order(const at::Tensor& t) {
+  DimOrder order(static_cast<size_t>(t.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  return order;
+}
+
+void lay_out(TensorSpec& spec, const DimOrder& order) {
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    spec.strides[*it] = stride;
+    stride *= std::max<int64_t>(spec.sizes[*it], 1);
+  }
+}
+
+// What the CPU kernel showed for one structure: whether its results are the
+// stand-ins' (dense, same sizes and dtypes), and in which layout it returned
+// each fresh one (empty for results written into an argument, which keep
+// the argument's strides).
+struct Verdict {
+  bool confirmed = false;
+  std::vector<DimOrder> layouts;
+};
+
+// Whether the CPU kernel's result is the predicted one; sets the layout it
+// chose for a fresh result.
+bool matches(const IValue& result, const TensorSpec& spec, bool written_into_argument, DimOrder& layout) {
   if (!result.isTensor()) {
     return false;
   }
   const at::Tensor& t = result.toTensor();
-  return t.defined() && t.layout() == c10::kStrided && t.scalar_type() == spec.dtype &&
-      t.sizes().equals(spec.sizes) && (written_into_argument || t.strides().equals(spec.strides));
+  if (!t.defined() || t.layout() != c10::kStrided || t.scalar_type() != spec.dtype || !t.sizes().equals(spec.sizes)) {
+    return false;
+  }
+  if (!written_into_argument) {
+    if (!t.is_non_overlapping_and_dense()) {
+      return false;
+    }
+    layout = dim_order(t);
+  }
+  return true;
 }
 
-// Per structure: whether the CPU kernel confirmed the dense stand-ins.
 class Verdicts {
  public:
-  std::optional<bool> find(const std::string& key) {
+  std::shared_ptr<const Verdict> find(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = verdicts_.find(key);
-    return it == verdicts_.end() ? std::nullopt : std::optional<bool>(it->second);
+    return it == verdicts_.end() ? nullptr : it->second;
   }
 
-  void record(std::string key, bool confirmed) {
+  void record(std::string key, Verdict verdict) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (verdicts_.size() >= kMaxVerdicts) {
       verdicts_.clear(); // a program with this many sparse op structures relearns them
     }
-    verdicts_.emplace(std::move(key), confirmed);
+    verdicts_.emplace(std::move(key), std::make_shared<const Verdict>(std::move(verdict)));
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<std::string, bool> verdicts_;
+  std::unordered_map<std::string, std::shared_ptr<const Verdict>> verdicts_;
 };
 
 Verdicts& verdicts() {
@@ -150,8 +190,15 @@ std::optional<std::vector<TensorSpec>> dense_results_of_sparse_op(
   if (!returns_single_tensors(target.caller_schema)) {
     return std::nullopt;
   }
-  if (verdicts().find(structure_key(target, args)).value_or(false)) {
-    return stand_in_results(target, args);
+  if (const auto verdict = verdicts().find(structure_key(target, args)); verdict != nullptr && verdict->confirmed) {
+    auto specs = stand_in_results(target, args);
+    const auto& returns = target.caller_schema.returns();
+    for (size_t i = 0; specs.has_value() && i < specs->size(); ++i) {
+      if (returns[i].alias_info() == nullptr) {
+        lay_out((*specs)[i], verdict->layouts[i]); // the CPU's layout
+      }
+    }
+    return specs;
   }
   if (target.caller_schema.is_mutable()) {
     return std::nullopt; // the sparse meta path is for fresh results only
@@ -168,16 +215,18 @@ void confirm_dense_results(
     return;
   }
   std::string key = structure_key(target, args);
-  if (verdicts().find(key).has_value()) {
+  if (verdicts().find(key) != nullptr) {
     return;
   }
   const auto predicted = stand_in_results(target, args);
-  bool confirmed = predicted.has_value() && predicted->size() == results.size();
+  Verdict verdict;
+  verdict.confirmed = predicted.has_value() && predicted->size() == results.size();
+  verdict.layouts.resize(results.size());
   const auto& returns = target.caller_schema.returns();
-  for (size_t i = 0; confirmed && i < results.size(); ++i) {
-    confirmed = matches(results[i], (*predicted)[i], returns[i].alias_info() != nullptr);
+  for (size_t i = 0; verdict.confirmed && i < results.size(); ++i) {
+    verdict.confirmed = matches(results[i], (*predicted)[i], returns[i].alias_info() != nullptr, verdict.layouts[i]);
   }
-  verdicts().record(std::move(key), confirmed);
+  verdicts().record(std::move(key), std::move(verdict));
 }
 
 } // namespace torch_npu_ops

@@ -9,10 +9,11 @@
 //   has the shape of the dense product, but the stand-in is only trusted once
 //   the CPU kernel has confirmed it: the first call with a given structure
 //   (op, layouts, dtypes, ranks, non-tensor arguments) runs synchronously, and
-//   if its results are dense and have exactly the stand-in's sizes, strides
-//   and dtypes, later calls with that structure are queued. Otherwise (a
-//   sparse result, column-major strides, no dense meta kernel) they keep
-//   waiting.
+//   if its results are dense and have the stand-in's sizes and dtypes, later
+//   calls with that structure are queued, their results laid out in memory
+//   as the CPU laid out the first (dense @ COO is column-major on the CPU,
+//   unlike the dense product). Otherwise (a sparse result, no dense meta
+//   kernel) they keep waiting.
 #pragma once
 
 #include <optional>

@@ -183,25 +183,33 @@ def test_batched_sparse_product_and_its_backward_match_the_cpu():
     torch.testing.assert_close(d_npu.grad.cpu(), d.grad)
 
 
-def test_products_the_dense_prediction_misses_keep_waiting():
-    # dense @ COO is column-major on the CPU and COO @ COO is sparse: the
-    # dense product's meta kernel would predict neither, so they stay
-    # synchronous and keep the CPU's layout and strides.
+def test_dense_times_sparse_is_queued_in_the_cpus_layout():
+    # The CPU returns dense @ COO column-major, unlike the dense product's
+    # meta kernel: the layout is learnt from the first (synchronous) call.
     x = dense_sample()
-    d = torch.randn(3, 6)
-    cases = [(lambda s, d: d @ s, x.to_sparse(), d), (lambda s, d: s @ s.t(), x.to_sparse(), d)]
-    for product, s, d in cases:
-        expected = product(s, d)
-        for _ in range(2):
+    for layout in (torch.sparse_coo, torch.sparse_csr):
+        for seed in range(3):
+            d = torch.randn(3, 6, generator=torch.Generator().manual_seed(seed))
+            expected = d @ to_layout(x, layout)
             before = execution_counters()["device_sync"]
-            result = product(s.npu(), d.npu())
-            assert execution_counters()["device_sync"] > before
-        assert result.layout == expected.layout
-        if expected.layout == torch.strided:
+            result = d.npu() @ to_layout(x, layout).npu()
+            if seed > 0:  # the first call with this structure may have waited
+                assert execution_counters()["device_sync"] == before
             assert result.stride() == expected.stride()
             torch.testing.assert_close(result.cpu(), expected)
-        else:
-            torch.testing.assert_close(result.to_dense().cpu(), expected.to_dense())
+
+
+def test_products_with_sparse_results_keep_waiting():
+    x = dense_sample()
+    for layout in (torch.sparse_coo, torch.sparse_csr):
+        s = to_layout(x, layout)
+        expected = s @ to_layout(x.t().contiguous(), layout)
+        for _ in range(2):
+            before = execution_counters()["device_sync"]
+            result = s.npu() @ to_layout(x.t().contiguous(), layout).npu()
+            assert execution_counters()["device_sync"] > before
+        assert result.layout == expected.layout
+        torch.testing.assert_close(result.to_dense().cpu(), expected.to_dense())
 
 
 def test_a_queued_sparse_product_still_raises_argument_errors_at_the_call():
