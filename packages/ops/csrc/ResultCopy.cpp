@@ -12,7 +12,7 @@
 namespace torch_npu_ops {
 namespace {
 
-// Below this, a plain copy_ is as fast and the threads cost more.
+// Below this, one memcpy on the calling thread: the threads cost more.
 constexpr int64_t kLargeCopyBytes = 1 << 20;
 // Each thread copies whole chunks of this size.
 constexpr int64_t kChunkBytes = 64 * 1024;
@@ -51,16 +51,25 @@ void copy_chunk(char* dst, const char* src, int64_t bytes) {
 } // namespace
 
 void copy_result(const at::Tensor& dst, const at::Tensor& src) {
-  const int64_t bytes = static_cast<int64_t>(dst.nbytes());
-  const bool plain = bytes >= kLargeCopyBytes && dst.scalar_type() == src.scalar_type() &&
-      dst.sizes().equals(src.sizes()) && dst.is_contiguous() && src.is_contiguous() &&
-      !src.is_conj() && !src.is_neg() && !dst.is_conj() && !dst.is_neg();
+  // Same bytes in the same order: contiguity ignores dimensions of size 1,
+  // whose strides copy_ does not (it copies nonzero's (n, 1) result, strides
+  // (1, n), with a blocked transpose).
+  const bool plain = dst.scalar_type() == src.scalar_type() && dst.sizes().equals(src.sizes()) &&
+      dst.is_contiguous() && src.is_contiguous() && !src.is_conj() && !src.is_neg() && !dst.is_conj() &&
+      !dst.is_neg();
   if (!plain) {
     dst.copy_(src);
     return;
   }
+  const int64_t bytes = static_cast<int64_t>(dst.nbytes());
   char* d = static_cast<char*>(dst.data_ptr());
   const char* s = static_cast<const char*>(src.const_data_ptr());
+  if (bytes < kLargeCopyBytes) {
+    if (bytes > 0) {
+      std::memcpy(d, s, bytes);
+    }
+    return;
+  }
   const int64_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
   at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
     const int64_t first = begin * kChunkBytes;

@@ -11,11 +11,11 @@
 
 namespace torch_npu_ops {
 
-// dst.copy_(src), where `dst` views device memory. A large contiguous copy
-// of one dtype is split across the intra-op threads and, on x86-64, uses
-// non-temporal stores: the output is not read again by this work, so
-// writing around the caches saves the read of every destination line (about
-// a third of the memory traffic).
+// dst.copy_(src), where `dst` views device memory. A contiguous copy of one
+// dtype is a memcpy; a large one is split across the intra-op threads and,
+// on x86-64, uses non-temporal stores: the output is not read again by this
+// work, so writing around the caches saves the read of every destination
+// line (about a third of the memory traffic).
 void copy_result(const at::Tensor& dst, const at::Tensor& src);
 
 } // namespace torch_npu_ops
