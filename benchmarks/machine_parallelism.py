@@ -59,25 +59,33 @@ int main(int argc, char** argv) {
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=200)
-    args = parser.parse_args()
+def probe(samples: int) -> list[float]:
+    """Two-thread time / one-thread time of the same spin loop, per sample."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        raise SystemExit("machine_parallelism: no C compiler found (set CC)")
+        raise RuntimeError("machine_parallelism: no C compiler found (set CC)")
     with tempfile.TemporaryDirectory() as tmp:
         source, binary = os.path.join(tmp, "probe.c"), os.path.join(tmp, "probe")
         with open(source, "w") as f:
             f.write(PROBE)
         subprocess.run([cc, "-O1", "-pthread", source, "-o", binary], check=True)
-        out = subprocess.run([binary, str(args.samples)], check=True, capture_output=True, text=True).stdout
-    ratios = sorted(float(line) for line in out.split())
+        out = subprocess.run([binary, str(samples)], check=True, capture_output=True, text=True).stdout
+    return [float(line) for line in out.split()]
+
+
+def summary(ratios: list[float]) -> str:
+    """How many samples ran two threads in parallel, and how many on one CPU's time."""
     parallel = sum(r < 1.4 for r in ratios)
     serial = sum(r >= 1.7 for r in ratios)
-    print(f"two threads / one thread, {len(ratios)} samples: min {ratios[0]:.2f}, "
-          f"median {statistics.median(ratios):.2f}, max {ratios[-1]:.2f}")
-    print(f"parallel (< 1.4): {parallel}; one CPU's time (>= 1.7): {serial}; between: {len(ratios) - parallel - serial}")
+    return (f"two threads / one thread over {len(ratios)} samples: median {statistics.median(ratios):.2f}; "
+            f"parallel (< 1.4) {parallel}, one CPU's time (>= 1.7) {serial}, between {len(ratios) - parallel - serial}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=200)
+    args = parser.parse_args()
+    print(summary(probe(args.samples)))
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ Each figure is the median of 9 trials that alternate between cpu and npu
 The npu figures need a second CPU: the simulated device's work runs on a
 thread of its own while the host thread dispatches the next ops. On a VM
 whose two vCPUs are sometimes given one physical CPU's time (this one: two
-independent spinning threads, in a plain C program, take twice as long as
-one in about a fifth of half-second samples), the host and the device
-thread then take turns, and a tiny-op trial measures up to 2x instead of
-1x; pinned to one CPU (``taskset -c 0``) the tiny op measures about 1.7x.
-The tiny op's line is therefore followed by the spread of its trial pairs.
+independent spinning threads, in a plain C program, take about twice as
+long as one in a fifth to three quarters of the samples, depending on the
+hour), the host and the device thread then take turns, and a tiny-op trial
+measures up to 2x instead of 1x; pinned to one CPU (``taskset -c 0``) the
+tiny op measures about 1.7x. The tiny op's line is therefore followed by
+the spread of its trial pairs, and the run ends with
+benchmarks/machine_parallelism.py's probe.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import machine_parallelism
 import torch_npu
 
 
@@ -161,6 +165,10 @@ def main() -> None:
     print(f"{'small-GPT train step':<28}{cpu*1e3:>10.2f}ms{npu*1e3:>10.2f}ms{ratio:>9.2f}  npu/cpu time <= 1.0 "
           f"{'ok' if ratio <= 1.0 else 'MISSED'}")
     print("execution paths:", torch_npu.ops.execution_counters())
+    try:
+        print("machine after the run:", machine_parallelism.summary(machine_parallelism.probe(50)))
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
+        print(f"machine after the run: not probed ({error})")
 
 
 if __name__ == "__main__":
