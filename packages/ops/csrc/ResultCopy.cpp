@@ -53,10 +53,12 @@ void copy_chunk(char* dst, const char* src, int64_t bytes) {
 void copy_result(const at::Tensor& dst, const at::Tensor& src) {
   // Same bytes in the same order: contiguity ignores dimensions of size 1,
   // whose strides copy_ does not (it copies nonzero's (n, 1) result, strides
-  // (1, n), with a blocked transpose).
-  const bool plain = dst.scalar_type() == src.scalar_type() && dst.sizes().equals(src.sizes()) &&
-      dst.is_contiguous() && src.is_contiguous() && !src.is_conj() && !src.is_neg() && !dst.is_conj() &&
-      !dst.is_neg();
+  // (1, n), with a blocked transpose). Tensors whose bits are not their
+  // values (the conjugate and negative views, and the zero tensors of
+  // autograd, which have no memory) take copy_.
+  const bool plain = src.layout() == c10::kStrided && dst.scalar_type() == src.scalar_type() &&
+      dst.sizes().equals(src.sizes()) && dst.is_contiguous() && src.is_contiguous() && !src.is_conj() &&
+      !src.is_neg() && !src._is_zerotensor() && !dst.is_conj() && !dst.is_neg() && !dst._is_zerotensor();
   if (!plain) {
     dst.copy_(src);
     return;

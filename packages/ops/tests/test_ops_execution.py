@@ -179,6 +179,19 @@ def test_large_results_of_ops_without_an_out_kernel_match_cpu():
     torch.testing.assert_close(F.embedding(ids.npu(), table.npu()).cpu(), F.embedding(ids, table), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("size", [20, 600], ids=["small", "over-1MiB"])
+def test_results_without_memory_or_with_odd_strides_are_copied_by_value(size):
+    # sgn's backward for real inputs returns autograd's zero tensor, which
+    # has no memory: the result copy must not read it as bytes. nonzero's
+    # (n, 1) result has strides (1, n) but its bytes are in order.
+    x = torch.randn(size, size)
+    x_npu = x.npu().requires_grad_()
+    (grad,) = torch.autograd.grad(torch.sgn(x_npu), x_npu, torch.ones(size, size).npu())
+    torch.testing.assert_close(grad.cpu(), torch.zeros(size, size), rtol=0, atol=0)
+    mask = x > 0
+    torch.testing.assert_close(torch.nonzero(mask.npu()).cpu(), torch.nonzero(mask), rtol=0, atol=0)
+
+
 def test_rng_ops_use_the_npu_generator_reproducibly():
     torch.npu.manual_seed(123)
     a = torch.randn(1000, device="npu").cpu()
