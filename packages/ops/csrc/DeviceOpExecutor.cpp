@@ -46,34 +46,6 @@ bool is_npu(const at::Tensor& t) {
   return t.defined() && t.device().is_privateuseone();
 }
 
-// Applies `f` to every tensor inside `v` (tensors, tensor lists and lists of
-// optional tensors), rebuilding the containers.
-template <typename F>
-IValue map_tensors(const IValue& v, const F& f) {
-  if (v.isTensor()) {
-    return f(v.toTensor());
-  }
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    const auto list = v.toTensorList();
-    out.reserve(list.size());
-    for (const at::Tensor& t : list) {
-      out.push_back(f(t));
-    }
-    return out;
-  }
-  if (v.isList()) {
-    const auto list = v.toList();
-    c10::impl::GenericList out(list.elementType());
-    out.reserve(list.size());
-    for (const IValue& element : list) {
-      out.push_back(map_tensors(element, f));
-    }
-    return out;
-  }
-  return v;
-}
-
 std::vector<at::Tensor> tensors_of(const IValue& v) {
   std::vector<at::Tensor> out;
   for_each_tensor(v, [&](const at::Tensor& t) { out.push_back(t); });
@@ -523,7 +495,7 @@ bool strict_mode() {
   return strict;
 }
 
-// Queues a sparse op with dense results (dense_results_of_sparse_op) like
+// Queues a sparse op with dense results (SparseOpResults::predict) like
 // any other op: the host returns once the work is queued. Fresh results are
 // allocated here and the kernel's results copied into them; an argument the
 // op writes into takes the predicted sizes now, and the kernel writes into it.
@@ -602,13 +574,14 @@ void run_sparse_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   const c10_npu::NPUGuard guard(device);
   const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device.index());
   const TranslatedOp target = translate(op, args);
-  if (const auto outputs = dense_results_of_sparse_op(target, args)) {
+  const SparseOpResults results(target, args);
+  if (const auto outputs = results.predict()) {
     run_sparse_async(target, args, *outputs, device, stream, stack);
     return;
   }
   const size_t below = stack->size();
   run_sync(target, args, device, stream, stack);
-  confirm_dense_results(target, args, c10::ArrayRef<IValue>(*stack).slice(below));
+  results.learn(c10::ArrayRef<IValue>(*stack).slice(below));
 }
 
 void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {

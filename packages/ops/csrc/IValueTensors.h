@@ -1,4 +1,4 @@
-// Walking the tensors inside boxed kernel arguments.
+// Walking and mapping the tensors inside boxed kernel arguments.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -21,6 +21,34 @@ void for_each_tensor(const c10::IValue& v, const F& f) {
       for_each_tensor(element, f);
     }
   }
+}
+
+// Applies `f` to every tensor inside `v` (tensors, tensor lists and lists of
+// optional tensors), rebuilding the containers.
+template <typename F>
+c10::IValue map_tensors(const c10::IValue& v, const F& f) {
+  if (v.isTensor()) {
+    return f(v.toTensor());
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    const auto list = v.toTensorList();
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) {
+      out.push_back(f(t));
+    }
+    return out;
+  }
+  if (v.isList()) {
+    const auto list = v.toList();
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (const c10::IValue& element : list) {
+      out.push_back(map_tensors(element, f));
+    }
+    return out;
+  }
+  return v;
 }
 
 } // namespace torch_npu_ops

@@ -8,6 +8,7 @@
 
 #include <ATen/ops/empty_strided.h>
 
+#include "IValueTensors.h"
 #include "SparseTensors.h"
 
 namespace torch_npu_ops {
@@ -116,6 +117,19 @@ TensorSpec spec_of(const at::Tensor& t) {
 }
 
 std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std::vector<c10::IValue>& args) {
+  std::function<at::Tensor(const at::Tensor&)> to_meta = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || !t.device().is_privateuseone()) {
+      return t;
+    }
+    if (is_sparse_layout(t)) {
+      return sparse_with_members(t, c10::Device(c10::DeviceType::Meta), to_meta);
+    }
+    at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta));
+    // Meta kernels of ops that see the conjugate and negative bits check them.
+    meta._set_conj(t.is_conj());
+    meta._set_neg(t.is_neg());
+    return meta;
+  };
   torch::jit::Stack stack;
   stack.reserve(args.size());
   for (const auto& arg : target.args_for(args)) {
@@ -123,37 +137,7 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
       stack.emplace_back(c10::Device(c10::DeviceType::Meta));
       continue;
     }
-    stack.push_back(c10::IValue(arg));
-    auto& v = stack.back();
-    std::function<at::Tensor(const at::Tensor&)> to_meta = [&](const at::Tensor& t) -> at::Tensor {
-      if (!t.defined() || !t.device().is_privateuseone()) {
-        return t;
-      }
-      if (is_sparse_layout(t)) {
-        return sparse_with_members(t, c10::Device(c10::DeviceType::Meta), to_meta);
-      }
-      at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta));
-      // Meta kernels of ops that see the conjugate and negative bits check them.
-      meta._set_conj(t.is_conj());
-      meta._set_neg(t.is_neg());
-      return meta;
-    };
-    if (v.isTensor()) {
-      v = to_meta(v.toTensor());
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : v.toTensorList()) {
-        list.push_back(to_meta(t));
-      }
-      v = list;
-    } else if (v.isList()) {
-      const auto in = v.toList();
-      c10::impl::GenericList list(in.elementType());
-      for (const c10::IValue& e : in) {
-        list.push_back(e.isTensor() ? c10::IValue(to_meta(e.toTensor())) : e);
-      }
-      v = list;
-    }
+    stack.push_back(map_tensors(arg, to_meta));
   }
   try {
     target.op.redispatchBoxed(kernel_keys(stack, c10::BackendComponent::MetaBit), &stack);

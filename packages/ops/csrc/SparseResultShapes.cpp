@@ -10,9 +10,26 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/StringUtil.h>
 
+#include "IValueTensors.h"
 #include "SparseTensors.h"
 
 namespace torch_npu_ops {
+
+// A dense result's memory layout, as the order of its dimensions from the
+// outermost (largest stride) to the innermost. The CPU's sparse kernels do
+// not always return what the dense product's meta kernel would (dense @ COO
+// is column-major), so the layout is learnt from the CPU result instead.
+using DimOrder = c10::SmallVector<int64_t, 6>;
+
+// What the CPU kernel showed for one structure: whether its results are the
+// stand-ins' (dense, same sizes and dtypes), and in which layout it returned
+// each fresh one (empty for results written into an argument, which keep
+// the argument's strides).
+struct SparseResultVerdict {
+  bool confirmed = false;
+  std::vector<DimOrder> layouts;
+};
+
 namespace {
 
 using c10::IValue;
@@ -60,20 +77,24 @@ void put_structure(std::string& key, const at::Tensor& t) {
   key += ';';
 }
 
+void put_argument(std::string& key, const IValue& v) {
+  if (v.isTensor()) {
+    put_structure(key, v.toTensor());
+  } else if (v.isList()) {
+    key += '[';
+    for (const IValue& element : v.toList()) {
+      put_argument(key, element);
+    }
+    key += ']';
+  } else {
+    key += c10::str(v, ';');
+  }
+}
+
 std::string structure_key(const TranslatedOp& target, const std::vector<IValue>& args) {
   std::string key = c10::str(static_cast<const void*>(&target.caller_schema), '|');
   for (const auto& arg : args) {
-    if (arg.isTensor()) {
-      put_structure(key, arg.toTensor());
-    } else if (arg.isTensorList()) {
-      key += '[';
-      for (const at::Tensor& t : arg.toTensorList()) {
-        put_structure(key, t);
-      }
-      key += ']';
-    } else {
-      key += c10::str(arg, ';');
-    }
+    put_argument(key, arg);
   }
   return key;
 }
@@ -88,17 +109,7 @@ std::vector<IValue> with_dense_stand_ins(const std::vector<IValue>& args) {
   std::vector<IValue> out;
   out.reserve(args.size());
   for (const auto& arg : args) {
-    if (arg.isTensor()) {
-      out.emplace_back(stand_in(arg.toTensor()));
-    } else if (arg.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : arg.toTensorList()) {
-        list.push_back(stand_in(t));
-      }
-      out.emplace_back(std::move(list));
-    } else {
-      out.push_back(arg);
-    }
+    out.push_back(map_tensors(arg, stand_in));
   }
   return out;
 }
@@ -107,12 +118,6 @@ std::optional<std::vector<TensorSpec>> stand_in_results(const TranslatedOp& targ
   const auto spec = infer_outputs(target, with_dense_stand_ins(args));
   return spec == nullptr ? std::nullopt : one_tensor_each(*spec);
 }
-
-// A dense result's memory layout, as the order of its dimensions from the
-// outermost (largest stride) to the innermost. The CPU's sparse kernels do
-// not always return what the dense product's meta kernel would (dense @ COO
-// is column-major), so the layout is learnt from the CPU result instead.
-using DimOrder = c10::SmallVector<int64_t, 6>;
 
 DimOrder dim_order(const at::Tensor& t) {
   DimOrder order(static_cast<size_t>(t.dim()));
@@ -128,15 +133,6 @@ void lay_out(TensorSpec& spec, const DimOrder& order) {
     stride *= std::max<int64_t>(spec.sizes[*it], 1);
   }
 }
-
-// What the CPU kernel showed for one structure: whether its results are the
-// stand-ins' (dense, same sizes and dtypes), and in which layout it returned
-// each fresh one (empty for results written into an argument, which keep
-// the argument's strides).
-struct Verdict {
-  bool confirmed = false;
-  std::vector<DimOrder> layouts;
-};
 
 // Whether the CPU kernel's result is the predicted one; sets the layout it
 // chose for a fresh result.
@@ -157,25 +153,26 @@ bool matches(const IValue& result, const TensorSpec& spec, bool written_into_arg
   return true;
 }
 
+// Per structure key: what the first call showed.
 class Verdicts {
  public:
-  std::shared_ptr<const Verdict> find(const std::string& key) {
+  std::shared_ptr<const SparseResultVerdict> find(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = verdicts_.find(key);
     return it == verdicts_.end() ? nullptr : it->second;
   }
 
-  void record(std::string key, Verdict verdict) {
+  void record(std::string key, SparseResultVerdict verdict) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (verdicts_.size() >= kMaxVerdicts) {
       verdicts_.clear(); // a program with this many sparse op structures relearns them
     }
-    verdicts_.emplace(std::move(key), std::make_shared<const Verdict>(std::move(verdict)));
+    verdicts_.emplace(std::move(key), std::make_shared<const SparseResultVerdict>(std::move(verdict)));
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const Verdict>> verdicts_;
+  std::unordered_map<std::string, std::shared_ptr<const SparseResultVerdict>> verdicts_;
 };
 
 Verdicts& verdicts() {
@@ -185,48 +182,54 @@ Verdicts& verdicts() {
 
 } // namespace
 
-std::optional<std::vector<TensorSpec>> dense_results_of_sparse_op(
-    const TranslatedOp& target, const std::vector<IValue>& args) {
-  if (!returns_single_tensors(target.caller_schema)) {
+SparseOpResults::SparseOpResults(const TranslatedOp& target, const std::vector<IValue>& args)
+    : target_(target), args_(args), single_tensors_(returns_single_tensors(target.caller_schema)) {
+  if (single_tensors_) {
+    key_ = structure_key(target, args);
+    verdict_ = verdicts().find(key_);
+  }
+}
+
+std::optional<std::vector<TensorSpec>> SparseOpResults::predict() const {
+  if (!single_tensors_) {
     return std::nullopt;
   }
-  if (const auto verdict = verdicts().find(structure_key(target, args)); verdict != nullptr && verdict->confirmed) {
-    auto specs = stand_in_results(target, args);
-    const auto& returns = target.caller_schema.returns();
+  if (verdict_ != nullptr && verdict_->confirmed) {
+    auto specs = stand_in_results(target_, args_);
+    const auto& returns = target_.caller_schema.returns();
     for (size_t i = 0; specs.has_value() && i < specs->size(); ++i) {
-      if (returns[i].alias_info() == nullptr) {
-        lay_out((*specs)[i], verdict->layouts[i]); // the CPU's layout
+      if (returns[i].alias_info() != nullptr) {
+        continue; // written into its argument, with the argument's strides
       }
+      if (verdict_->layouts[i].size() != (*specs)[i].sizes.size()) {
+        return std::nullopt; // another rank than the confirmed call's
+      }
+      lay_out((*specs)[i], verdict_->layouts[i]); // the CPU's layout
     }
     return specs;
   }
-  if (target.caller_schema.is_mutable()) {
+  if (target_.caller_schema.is_mutable()) {
     return std::nullopt; // the sparse meta path is for fresh results only
   }
-  const auto spec = infer_outputs(target, args);
+  const auto spec = infer_outputs(target_, args_);
   // Null without a sparse meta kernel, with one that needs the data, or for
   // a sparse result.
   return spec == nullptr ? std::nullopt : one_tensor_each(*spec);
 }
 
-void confirm_dense_results(
-    const TranslatedOp& target, const std::vector<IValue>& args, c10::ArrayRef<IValue> results) {
-  if (!returns_single_tensors(target.caller_schema)) {
+void SparseOpResults::learn(c10::ArrayRef<IValue> results) const {
+  if (!single_tensors_ || verdict_ != nullptr) {
     return;
   }
-  std::string key = structure_key(target, args);
-  if (verdicts().find(key) != nullptr) {
-    return;
-  }
-  const auto predicted = stand_in_results(target, args);
-  Verdict verdict;
+  const auto predicted = stand_in_results(target_, args_);
+  SparseResultVerdict verdict;
   verdict.confirmed = predicted.has_value() && predicted->size() == results.size();
   verdict.layouts.resize(results.size());
-  const auto& returns = target.caller_schema.returns();
+  const auto& returns = target_.caller_schema.returns();
   for (size_t i = 0; verdict.confirmed && i < results.size(); ++i) {
     verdict.confirmed = matches(results[i], (*predicted)[i], returns[i].alias_info() != nullptr, verdict.layouts[i]);
   }
-  verdicts().record(std::move(key), std::move(verdict));
+  verdicts().record(key_, std::move(verdict));
 }
 
 } // namespace torch_npu_ops

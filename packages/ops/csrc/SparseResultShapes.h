@@ -16,7 +16,9 @@
 //   kernel) they keep waiting.
 #pragma once
 
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
@@ -27,15 +29,31 @@
 
 namespace torch_npu_ops {
 
-// The specs of the op's results (one per return) if they are all dense
-// tensors whose shapes are known without running it: fresh results, or dense
-// arguments the op writes into (out=, in-place); nothing otherwise.
-std::optional<std::vector<TensorSpec>> dense_results_of_sparse_op(
-    const TranslatedOp& target, const std::vector<c10::IValue>& args);
+struct SparseResultVerdict;
 
-// After the op ran synchronously with `args` and left `results`: records
-// whether the dense stand-ins predict results like these for this structure.
-void confirm_dense_results(
-    const TranslatedOp& target, const std::vector<c10::IValue>& args, c10::ArrayRef<c10::IValue> results);
+// One call of a sparse op: what is known of its results before it runs, and
+// what its synchronous run shows for later calls of the same structure.
+class SparseOpResults {
+ public:
+  // Looks up what earlier calls of this structure showed. `target` and
+  // `args` must outlive this object.
+  SparseOpResults(const TranslatedOp& target, const std::vector<c10::IValue>& args);
+
+  // The specs of the op's results (one per return) if they are all dense
+  // tensors whose shapes are known without running it: fresh results, or
+  // dense arguments the op writes into (out=, in-place); nothing otherwise.
+  std::optional<std::vector<TensorSpec>> predict() const;
+
+  // After the op ran synchronously and left `results`: records, once per
+  // structure, whether the dense stand-ins predict results like these.
+  void learn(c10::ArrayRef<c10::IValue> results) const;
+
+ private:
+  const TranslatedOp& target_;
+  const std::vector<c10::IValue>& args_;
+  const bool single_tensors_; // every return one tensor, fresh or written into an argument
+  std::string key_;           // the structure (set when single_tensors_)
+  std::shared_ptr<const SparseResultVerdict> verdict_; // null until a call of the structure was learnt
+};
 
 } // namespace torch_npu_ops

@@ -119,7 +119,6 @@ std::string rankList(const std::vector<uint32_t>& ranks) {
   return out;
 }
 
-
 } // namespace
 
 struct CommRegion {
