@@ -30,7 +30,14 @@ def _deserialize(obj: Any, location: str) -> Any:
     index = torch.device(location).index
     if index is None:
         index = _C._get_device()
-    _C._check_device_index(index)
+    try:
+        _C._check_device_index(index)
+    except RuntimeError as error:
+        raise RuntimeError(
+            f"Attempting to deserialize object on NPU device {location!r}: {error} "
+            "Use torch.load with map_location to map the storages to an existing device "
+            "(map_location='npu:0', or 'cpu', or a dict such as {'npu:3': 'npu:0'})."
+        ) from None
     return obj.npu(index)
 
 
