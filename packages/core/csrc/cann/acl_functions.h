@@ -101,7 +101,13 @@
   X(aclError, aclrtMemGetAllocationGranularity,                                \
     (aclrtPhysicalMemProp * prop, aclrtMemGranularityOptions option,           \
      size_t * granularity),                                                    \
-    (prop, option, granularity))
+    (prop, option, granularity))                                               \
+  X(aclError, aclrtDeviceCanAccessPeer,                                        \
+    (int32_t * canAccessPeer, int32_t deviceId, int32_t peerDeviceId),         \
+    (canAccessPeer, deviceId, peerDeviceId))                                   \
+  X(aclError, aclrtGetDeviceUtilizationRate,                                   \
+    (int32_t deviceId, aclrtUtilizationInfo * utilizationInfo),                \
+    (deviceId, utilizationInfo))
 
 #ifdef __cplusplus
 extern "C" {

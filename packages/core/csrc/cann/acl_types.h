@@ -166,6 +166,17 @@ typedef enum aclrtDevAttr {
   ACL_DEV_ATTR_L2_CACHE_SIZE = 302,
 } aclrtDevAttr;
 
+// aclrtGetDeviceUtilizationRate: percentages over the runtime's last
+// sampling period (-1: not available).
+typedef struct aclrtUtilizationExtendInfo aclrtUtilizationExtendInfo;
+typedef struct aclrtUtilizationInfo {
+  int32_t cubeUtilization;
+  int32_t vectorUtilization;
+  int32_t aicpuUtilization;
+  int32_t memoryUtilization;
+  aclrtUtilizationExtendInfo* utilizationExtend; // reserved, must be null
+} aclrtUtilizationInfo;
+
 #define ACL_PKG_VERSION_MAX_SIZE 128
 #define ACL_PKG_VERSION_PARTS_MAX_SIZE 64
 

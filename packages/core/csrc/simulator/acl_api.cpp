@@ -70,6 +70,18 @@ NPU_SIM_EXPORT aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr,
   return guarded("aclrtGetDeviceInfo", [&] { return impl::getDeviceInfo(deviceId, attr, value); });
 }
 
+NPU_SIM_EXPORT aclError aclrtDeviceCanAccessPeer(int32_t* canAccessPeer, int32_t deviceId,
+                                                 int32_t peerDeviceId) {
+  return guarded("aclrtDeviceCanAccessPeer",
+                 [&] { return impl::deviceCanAccessPeer(canAccessPeer, deviceId, peerDeviceId); });
+}
+
+NPU_SIM_EXPORT aclError aclrtGetDeviceUtilizationRate(int32_t deviceId,
+                                                      aclrtUtilizationInfo* utilizationInfo) {
+  return guarded("aclrtGetDeviceUtilizationRate",
+                 [&] { return impl::getDeviceUtilizationRate(deviceId, utilizationInfo); });
+}
+
 NPU_SIM_EXPORT aclError aclsysGetCANNVersion(aclCANNPackageName name,
                                              aclCANNPackageVersion* version) {
   return guarded("aclsysGetCANNVersion", [&] { return impl::getCannVersion(name, version); });

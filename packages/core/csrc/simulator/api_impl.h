@@ -26,6 +26,8 @@ const char* socName();
 aclError getVersion(int32_t* major, int32_t* minor, int32_t* patch);
 aclError getDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t* value);
 aclError getCannVersion(aclCANNPackageName name, aclCANNPackageVersion* version);
+aclError deviceCanAccessPeer(int32_t* canAccessPeer, int32_t deviceId, int32_t peerDeviceId);
+aclError getDeviceUtilizationRate(int32_t deviceId, aclrtUtilizationInfo* utilizationInfo);
 const char* describe();
 
 // ---- memory_api.cpp ----

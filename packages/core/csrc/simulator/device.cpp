@@ -7,6 +7,7 @@
 #include "config.h"
 #include "runtime.h"
 #include "stream.h"
+#include "util.h"
 
 namespace npu_sim {
 namespace {
@@ -43,6 +44,10 @@ aclError Device::ensureInitialized() {
   }
   default_stream_ = new Stream(id_, 0, 0, /*is_default=*/true);
   addStream(default_stream_);
+  {
+    std::lock_guard sample(utilization_mutex_);
+    sample_start_ns_ = nowNs();
+  }
   noteDeviceInitialized();
   initialized_.store(true, std::memory_order_release);
   return ACL_SUCCESS;
@@ -55,6 +60,7 @@ void Device::addStream(Stream* stream) {
 
 void Device::removeStream(Stream* stream) {
   std::lock_guard lock(streams_mutex_);
+  retired_busy_ns_ += stream->busyNs(nowNs());
   streams_.erase(std::remove(streams_.begin(), streams_.end(), stream), streams_.end());
 }
 
@@ -82,7 +88,9 @@ aclError Device::drain(const char* api, std::shared_ptr<WorkError>* error) {
   if (ok && error != nullptr) {
     for (Stream* s : streams) {
       std::shared_ptr<WorkError> e = s->takeError();
-      if (e == nullptr || e->reported.load(std::memory_order_acquire)) {
+      // A failure that one stream inherited from another (Note [Device-work
+      // errors follow the dependencies], event.h) is one failure.
+      if (e == nullptr || e == *error || e->reported.load(std::memory_order_acquire)) {
         continue;
       }
       if (*error == nullptr) {
@@ -99,6 +107,31 @@ aclError Device::drain(const char* api, std::shared_ptr<WorkError>* error) {
   // !ok: the process is exiting and the rest of the work was abandoned;
   // that is success for the caller (see runtime.h).
   return ACL_SUCCESS;
+}
+
+int32_t Device::utilizationPercent() {
+  if (!initialized()) {
+    return 0;
+  }
+  std::lock_guard sample(utilization_mutex_);
+  const int64_t now = nowNs();
+  uint64_t busy = 0;
+  {
+    std::lock_guard lock(streams_mutex_);
+    busy = retired_busy_ns_;
+    for (const Stream* s : streams_) {
+      busy += s->busyNs(now);
+    }
+  }
+  const int64_t period = now - sample_start_ns_;
+  const uint64_t busy_in_period = busy > sample_busy_ns_ ? busy - sample_busy_ns_ : 0;
+  sample_start_ns_ = now;
+  sample_busy_ns_ = busy;
+  if (period <= 0) {
+    return 0;
+  }
+  const double percent = 100.0 * static_cast<double>(busy_in_period) / static_cast<double>(period);
+  return static_cast<int32_t>(std::min(100.0, percent + 0.5));
 }
 
 std::vector<Stream*> Device::retainStreams() {

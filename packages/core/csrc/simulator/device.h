@@ -56,6 +56,12 @@ class Device {
   // exiting (queued work is abandoned then).
   aclError drain(const char* api, std::shared_ptr<WorkError>* error);
 
+  // aclrtGetDeviceUtilizationRate: the share of time (percent) during which
+  // device work ran since the previous call (the first call: since the
+  // device was initialised). Streams running at once count once each, and
+  // the result is capped at 100.
+  int32_t utilizationPercent();
+
  private:
   const uint32_t id_;
   const int32_t physical_id_;
@@ -65,6 +71,12 @@ class Device {
   Stream* default_stream_ = nullptr;
   std::mutex streams_mutex_;
   std::vector<Stream*> streams_; // retained, default stream included
+  // Busy time of destroyed streams (guarded by streams_mutex_).
+  uint64_t retired_busy_ns_ = 0;
+
+  std::mutex utilization_mutex_;
+  int64_t sample_start_ns_ = 0;   // when the current sampling period began
+  uint64_t sample_busy_ns_ = 0;   // busy time counted until then
 };
 
 // The calling thread's current device (aclrtSetDevice); -1 when none.

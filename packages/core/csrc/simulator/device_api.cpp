@@ -194,6 +194,53 @@ aclError getCannVersion(aclCANNPackageName name, aclCANNPackageVersion* version)
   return ACL_SUCCESS;
 }
 
+aclError deviceCanAccessPeer(int32_t* canAccessPeer, int32_t deviceId, int32_t peerDeviceId) {
+  const char* api = "aclrtDeviceCanAccessPeer";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Device* device = nullptr;
+  Device* peer = nullptr;
+  if (aclError err = rt.deviceById(deviceId, api, &device); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = rt.deviceById(peerDeviceId, api, &peer); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (canAccessPeer == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: canAccessPeer is null", api);
+  }
+  // Every simulated device's memory lives in this process's address space,
+  // so each reaches every other; a device is not its own peer (as on CANN).
+  *canAccessPeer = deviceId != peerDeviceId ? 1 : 0;
+  return ACL_SUCCESS;
+}
+
+aclError getDeviceUtilizationRate(int32_t deviceId, aclrtUtilizationInfo* utilizationInfo) {
+  const char* api = "aclrtGetDeviceUtilizationRate";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Device* device = nullptr;
+  if (aclError err = rt.deviceById(deviceId, api, &device); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (utilizationInfo == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: utilizationInfo is null", api);
+  }
+  // Device work runs on host threads: the share of time it ran is both the
+  // cube and the vector units' utilization. There is no AI CPU, and memory
+  // bandwidth is not modelled.
+  const int32_t busy = device->utilizationPercent();
+  utilizationInfo->cubeUtilization = busy;
+  utilizationInfo->vectorUtilization = busy;
+  utilizationInfo->aicpuUtilization = 0;
+  utilizationInfo->memoryUtilization = -1;
+  return ACL_SUCCESS;
+}
+
 const char* describe() {
   return config().description.c_str();
 }

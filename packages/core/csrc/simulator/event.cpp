@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "runtime.h"
+#include "stream.h"
 #include "util.h"
 
 namespace npu_sim {
@@ -28,7 +29,39 @@ void Event::release() {
 
 void Event::destroy() {
   magic_.store(0, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(mutex_);
+    dropRecorderLocked();
+  }
   release();
+}
+
+void Event::dropRecorderLocked() {
+  if (recorder_ != nullptr) {
+    recorder_->release();
+    recorder_ = nullptr;
+  }
+}
+
+void Event::noteRecorder(uint64_t generation, Stream* stream, uint64_t item) {
+  std::lock_guard lock(mutex_);
+  if (generation != latest_ || completeLocked(generation)) {
+    return; // already reached, or recorded again since
+  }
+  dropRecorderLocked();
+  stream->retain();
+  recorder_ = stream;
+  recorder_generation_ = generation;
+  recorder_item_ = item;
+}
+
+std::pair<Stream*, uint64_t> Event::recorder(uint64_t generation) {
+  std::lock_guard lock(mutex_);
+  if (recorder_ == nullptr || recorder_generation_ != generation) {
+    return {nullptr, 0};
+  }
+  recorder_->retain();
+  return {recorder_, recorder_item_};
 }
 
 uint64_t Event::beginRecord() {
@@ -50,6 +83,9 @@ void Event::completeRecord(uint64_t generation, std::shared_ptr<WorkError> error
     completed_max_ = generation;
     timestamp_ns_ = now;
     error_ = std::move(error);
+  }
+  if (recorder_ != nullptr && recorder_generation_ == generation) {
+    dropRecorderLocked();
   }
   // Release: a waiter that sees the new count also sees the work that ran
   // before this marker.
@@ -106,6 +142,11 @@ bool Event::wait(uint64_t generation) {
   }
   --waiters_;
   return true;
+}
+
+std::shared_ptr<WorkError> Event::errorOf(uint64_t generation) {
+  std::lock_guard lock(mutex_);
+  return completed_max_ == generation ? error_ : nullptr;
 }
 
 Event::State Event::state() {

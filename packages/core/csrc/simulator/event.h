@@ -6,6 +6,18 @@
 // so re-recording an event never confuses an earlier waiter. Generations
 // recorded on different streams may complete out of order; the pending set
 // handles that exactly.
+//
+// Note [Device-work errors follow the dependencies]
+// A failed work item's error stays with its stream until a synchronization
+// reports it. A record after it carries the error (completeRecord), and a
+// stream that waits for that record inherits it (Stream::inheritFailure,
+// at the wait if queued, at aclrtStreamWaitEvent if the record was already
+// reached). So work that depends on failed work, through any chain of
+// events, surfaces the failure at the first synchronization that covers
+// it, as on CANN: a consumer ordered after a failed producer by
+// wait_stream raises at its .cpu() instead of reading unwritten memory.
+// The error object is shared, and reported only once, by whichever
+// synchronization comes first.
 #pragma once
 
 #include <atomic>
@@ -13,12 +25,15 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "acl_types.h"
 #include "errors.h"
 
 namespace npu_sim {
+
+class Stream;
 
 class Event {
  public:
@@ -43,9 +58,23 @@ class Event {
 
   // Host side of aclrtRecordEvent: returns the new generation.
   uint64_t beginRecord();
+  // The record of `generation` is item `item` of `stream`: a synchronizer
+  // may drive that stream to it (see recorder()). Ignored unless it is
+  // still the latest generation and pending.
+  void noteRecorder(uint64_t generation, Stream* stream, uint64_t item);
+  // The stream (retained: release() it) and item number of the pending
+  // record of `generation`, or {nullptr, 0}. Waiting through the stream
+  // (Stream::waitFor) lets the waiter run the record and the copies before
+  // it itself when the stream's worker is idle, instead of waking it: an
+  // event record + synchronize costs what a stream synchronize does.
+  std::pair<Stream*, uint64_t> recorder(uint64_t generation);
   // Worker side: the marker was reached. `error` is the recording stream's
   // unreported device-work failure, if any.
   void completeRecord(uint64_t generation, std::shared_ptr<WorkError> error);
+
+  // The unreported failure `generation` carries, when it is the latest
+  // completed generation (a later one replaced what it knew); else null.
+  std::shared_ptr<WorkError> errorOf(uint64_t generation);
 
   // Latest generation (0: never recorded).
   uint64_t latest();
@@ -82,6 +111,12 @@ class Event {
   std::atomic<uint32_t> pending_count_{0};
   int64_t timestamp_ns_ = 0;
   std::shared_ptr<WorkError> error_;
+  // The stream of the latest generation's pending record (retained) and
+  // its item number there; null once that record ran.
+  Stream* recorder_ = nullptr;
+  uint64_t recorder_generation_ = 0;
+  uint64_t recorder_item_ = 0;
+  void dropRecorderLocked();
 };
 
 } // namespace npu_sim

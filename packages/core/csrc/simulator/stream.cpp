@@ -143,7 +143,7 @@ aclError Stream::ensureWorker() {
   return ACL_SUCCESS;
 }
 
-void Stream::enqueue(const WorkItem& item) {
+uint64_t Stream::enqueue(const WorkItem& item) {
   const uint64_t number = queue_.push(item);
   if (isBulk(item)) {
     last_bulk_item_.store(number, std::memory_order_release);
@@ -156,6 +156,7 @@ void Stream::enqueue(const WorkItem& item) {
   if (!isAwaited(item) && worker_sleeping_.load(std::memory_order_relaxed)) {
     wakeWorker();
   }
+  return number;
 }
 
 void Stream::wakeWorker() {
@@ -201,13 +202,17 @@ bool Stream::runQueuedHere(uint64_t target) {
   uint64_t done = completed_.load(std::memory_order_relaxed);
   const uint64_t end = std::min(target, queue_.published());
   const uint64_t first = done;
-  while (done < end && !abandon_.load(std::memory_order_relaxed)) {
-    WorkItem& item = queue_.at(done);
-    if (!isStealable(item)) {
-      break;
+  if (done < end && isStealable(queue_.at(done))) {
+    beginBusy();
+    while (done < end && !abandon_.load(std::memory_order_relaxed)) {
+      WorkItem& item = queue_.at(done);
+      if (!isStealable(item)) {
+        break;
+      }
+      execute(item);
+      publishCompleted(++done);
     }
-    execute(item);
-    publishCompleted(++done);
+    endBusy();
   }
   consumer.unlock();
   // A worker that fell asleep meanwhile may have been woken for the items
@@ -320,6 +325,21 @@ void Stream::recordFailure(const npuSimWork& work, aclError code) {
   has_error_.store(true, std::memory_order_release);
 }
 
+void Stream::inheritFailure(std::shared_ptr<WorkError> error) {
+  if (error == nullptr || error->reported.load(std::memory_order_acquire)) {
+    return;
+  }
+  std::lock_guard lock(error_mutex_);
+  if (error_ && !error_->reported.load(std::memory_order_acquire)) {
+    if (error_ != error) {
+      error_->more.fetch_add(1, std::memory_order_relaxed);
+    }
+  } else {
+    error_ = std::move(error);
+  }
+  has_error_.store(true, std::memory_order_release);
+}
+
 // ---------------------------------------------------------------------------
 // Worker
 
@@ -340,6 +360,9 @@ struct Executor {
   }
   void operator()(WaitWork& w) const {
     w.event->wait(w.generation);
+    // Work ordered after failed work depends on it: see Note [Device-work
+    // errors follow the dependencies] in event.h.
+    stream.inheritFailure(w.event->errorOf(w.generation));
     w.event->release();
   }
   void operator()(UserWork& w) const;
@@ -451,6 +474,7 @@ void Stream::workerMain() {
     // Synchronizers may have run items since the worker last did. The
     // worker keeps the consumer mutex while items keep coming.
     uint64_t done = completed_.load(std::memory_order_relaxed);
+    beginBusy();
     for (uint64_t end; done < (end = queue_.published());) {
       while (done < end && !abandon_.load(std::memory_order_relaxed)) {
         execute(queue_.at(done));
@@ -460,6 +484,7 @@ void Stream::workerMain() {
         break;
       }
     }
+    endBusy();
   }
   tls_worker_stream = nullptr;
   exit_flag.normal = true;

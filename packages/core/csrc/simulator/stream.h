@@ -72,8 +72,9 @@ class Stream {
   // before building an item that takes references, so that enqueue itself
   // cannot fail.
   aclError ensureWorker();
-  // Appends an item; ensureWorker must have succeeded.
-  void enqueue(const WorkItem& item);
+  // Appends an item; ensureWorker must have succeeded. Returns its number
+  // (1-based, as enqueued()): waitFor(number) waits until it ran.
+  uint64_t enqueue(const WorkItem& item);
 
   // Number of items enqueued so far; waitFor(enqueued()) drains.
   uint64_t enqueued() const {
@@ -92,10 +93,24 @@ class Stream {
   std::shared_ptr<WorkError> takeError();
   // Worker side: device work returned `code`.
   void recordFailure(const npuSimWork& work, aclError code);
+  // The stream waited for an event recorded after unreported failed work
+  // (on another stream): that failure is now this stream's too, so a
+  // synchronization that depends on the wait reports it (once, whoever
+  // asks first: the error is shared). An own unreported failure stays the
+  // one reported.
+  void inheritFailure(std::shared_ptr<WorkError> error);
   // Worker side: copies or sets `count` bytes with `fn`, publishing when a
   // large range should be done (see kWaiterBulkSpin).
   template <typename Fn>
   void runBulk(size_t count, Fn&& fn);
+
+  // Nanoseconds this stream spent executing work up to `now` (nowNs()),
+  // the item in progress included; approximate while work runs.
+  uint64_t busyNs(int64_t now) const {
+    const int64_t since = busy_since_ns_.load(std::memory_order_relaxed);
+    return busy_ns_.load(std::memory_order_relaxed) +
+        (since != 0 && now > since ? static_cast<uint64_t>(now - since) : 0);
+  }
 
   // aclrtDestroyStream: waits for queued work, then stops and joins the
   // worker. `deleted` afterwards by the last release().
@@ -174,6 +189,18 @@ class Stream {
   // Recent copy speed (start: 10 GB/s); used by whoever executes items,
   // worker or synchronizer, which the consumer mutex orders.
   double bulk_ns_per_byte_ = 0.1;
+  // Time spent executing items, for the device's utilization: kept per run
+  // of consecutive items (two clock reads per run, not per item) by
+  // whoever holds the consumer mutex.
+  std::atomic<uint64_t> busy_ns_{0};
+  std::atomic<int64_t> busy_since_ns_{0}; // start of the current run; 0: idle
+  void beginBusy() {
+    busy_since_ns_.store(nowNs(), std::memory_order_relaxed);
+  }
+  void endBusy() {
+    const int64_t since = busy_since_ns_.exchange(0, std::memory_order_relaxed);
+    busy_ns_.fetch_add(static_cast<uint64_t>(nowNs() - since), std::memory_order_relaxed);
+  }
 
   // ---- device-work failures ----
   alignas(kCacheLine) std::atomic<bool> has_error_{false};

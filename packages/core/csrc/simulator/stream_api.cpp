@@ -145,7 +145,12 @@ aclError streamWaitEvent(aclrtStream stream, aclrtEvent event) {
   // The latest record at call time. Never recorded, or already reached:
   // nothing later on `s` can start before it, so no wait is queued.
   const uint64_t generation = e->latest();
-  if (generation == 0 || e->isComplete(generation)) {
+  if (generation == 0) {
+    return ACL_SUCCESS;
+  }
+  if (e->isComplete(generation)) {
+    // Note [Device-work errors follow the dependencies] (event.h).
+    s->inheritFailure(e->errorOf(generation));
     return ACL_SUCCESS;
   }
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
@@ -264,7 +269,7 @@ aclError recordEvent(aclrtEvent event, aclrtStream stream) {
   }
   const uint64_t generation = e->beginRecord();
   e->retain(); // dropped by the worker after completing the record
-  s->enqueue(RecordWork{e, generation});
+  e->noteRecorder(generation, s, s->enqueue(RecordWork{e, generation}));
   return ACL_SUCCESS;
 }
 
@@ -298,6 +303,15 @@ aclError synchronizeEvent(aclrtEvent event) {
   const uint64_t generation = e->latest();
   if (generation == 0) {
     return ACL_SUCCESS;
+  }
+  // Through the recording stream first (see Event::recorder): the waiter
+  // runs the record itself when that stream's worker is idle.
+  if (auto [s, item] = e->recorder(generation); s != nullptr) {
+    const bool reached = Stream::current() == s || s->waitFor(item);
+    s->release();
+    if (!reached) {
+      return abandonedAtExit();
+    }
   }
   if (!e->wait(generation)) {
     return abandonedAtExit();

@@ -100,6 +100,12 @@ class NpuSimWork(Structure):
                 ("flags", c_uint32)]
 
 
+class UtilizationInfo(ctypes.Structure):
+    _fields_ = [("cubeUtilization", c_int32), ("vectorUtilization", c_int32),
+                ("aicpuUtilization", c_int32), ("memoryUtilization", c_int32),
+                ("utilizationExtend", c_void_p)]
+
+
 NPU_SIM_WORK_AWAITED = 0x1
 
 
@@ -146,6 +152,8 @@ _SIGNATURES = {
     "aclrtMapMem": (c_int, [c_void_p, c_size_t, c_size_t, c_void_p, c_uint64]),
     "aclrtUnmapMem": (c_int, [c_void_p]),
     "aclrtMemGetAllocationGranularity": (c_int, [POINTER(PhysicalMemProp), c_int, POINTER(c_size_t)]),
+    "aclrtDeviceCanAccessPeer": (c_int, [POINTER(c_int32), c_int32, c_int32]),
+    "aclrtGetDeviceUtilizationRate": (c_int, [c_int32, POINTER(UtilizationInfo)]),
     "npuSimLaunchWork": (c_int, [c_void_p, POINTER(NpuSimWork), POINTER(c_uint64)]),
     "npuSimSetWorkError": (None, [c_char_p]),
     "npuSimGetHostAccessOffset": (c_int, [POINTER(ctypes.c_ssize_t)]),

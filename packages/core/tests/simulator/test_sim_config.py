@@ -20,6 +20,7 @@ from _simlib import (
     CANNPackageVersion,
     GiB,
     MiB,
+    UtilizationInfo,
 )
 
 
@@ -39,7 +40,7 @@ def contract_functions():
 
 def test_every_contract_function_is_exported(lib_path):
     names = contract_functions()
-    assert len(names) == 47 + 13 and names == set(CONTRACT_FUNCTIONS)
+    assert len(names) == 49 + 13 and names == set(CONTRACT_FUNCTIONS)
     lib = ctypes.CDLL(str(lib_path))
     assert [n for n in sorted(names) if not hasattr(lib, n)] == []
     if shutil.which("nm"):
@@ -85,6 +86,44 @@ def test_device_info(sim):
     least, greatest = c_int32(), c_int32()
     assert sim.lib.aclrtDeviceGetStreamPriorityRange(byref(least), byref(greatest)) == 0
     assert (least.value, greatest.value) == (7, 0)
+
+
+def test_peer_access(sim):
+    def can(device, peer):
+        value = c_int32(-1)
+        rc = sim.lib.aclrtDeviceCanAccessPeer(byref(value), device, peer)
+        return rc, value.value
+
+    # Every simulated device reaches every other one; none is its own peer.
+    assert can(0, 1) == (ACL_SUCCESS, 1)
+    assert can(7, 0) == (ACL_SUCCESS, 1)
+    assert can(2, 2) == (ACL_SUCCESS, 0)
+    assert can(0, 8)[0] == ACL_ERROR_RT_INVALID_DEVICEID
+    assert sim.lib.aclrtDeviceCanAccessPeer(None, 0, 1) != ACL_SUCCESS
+
+
+def test_utilization_is_the_share_of_time_device_work_ran(sim):
+    import time
+
+    def utilization(device):
+        info = UtilizationInfo()
+        assert sim.lib.aclrtGetDeviceUtilizationRate(device, byref(info)) == ACL_SUCCESS
+        assert info.cubeUtilization == info.vectorUtilization
+        assert info.aicpuUtilization == 0 and info.memoryUtilization == -1
+        return info.cubeUtilization
+
+    sim.set_device(0)
+    utilization(0)  # starts a sampling period
+    time.sleep(0.2)
+    assert utilization(0) <= 5  # idle
+    s = sim.create_stream()
+    sim.launch(lambda: time.sleep(0.3) or 0, s)  # busy for most of the period
+    time.sleep(0.05)
+    sim.sync(s)
+    time.sleep(0.02)
+    assert utilization(0) >= 70
+    sim.destroy_stream(s)
+    assert sim.lib.aclrtGetDeviceUtilizationRate(8, byref(UtilizationInfo())) == ACL_ERROR_RT_INVALID_DEVICEID
 
 
 def test_set_device_validates_and_is_per_thread(sim):

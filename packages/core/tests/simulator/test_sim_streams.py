@@ -328,6 +328,52 @@ def test_work_errors_via_device_and_event_sync(dev0):
     sim.destroy_stream(s)
 
 
+def test_work_errors_follow_event_waits_to_other_streams(dev0):
+    # Note [Device-work errors follow the dependencies]: a stream that waits
+    # for a record made after failed work inherits the failure, queued wait
+    # or already-reached record alike, and it is reported once.
+    sim = dev0
+    producer, consumer, third = sim.create_stream(), sim.create_stream(), sim.create_stream()
+    ev, ev2 = sim.create_event(), sim.create_event()
+    # A queued wait: the record is still pending when the consumer waits.
+    sim.launch(sleeper(0.1), producer)
+    sim.launch(failing(sim, b"producer failed"), producer, name=b"producer_kernel")
+    sim.record(ev, producer)
+    assert sim.lib.aclrtStreamWaitEvent(consumer, ev) == 0
+    ran = []
+    sim.launch(lambda: ran.append(1) or 0, consumer)
+    # ... and on through another event to a third stream.
+    sim.record(ev2, consumer)
+    assert sim.lib.aclrtStreamWaitEvent(third, ev2) == 0
+    assert sim.lib.aclrtSynchronizeStream(third) == ACL_ERROR_RT_AICORE_EXCEPTION
+    assert "device work 'producer_kernel' failed: producer failed" in sim.err()
+    assert ran == [1]
+    # Reported once: neither the consumer nor the producer raise it again.
+    assert sim.lib.aclrtSynchronizeStream(consumer) == 0
+    assert sim.lib.aclrtSynchronizeStream(producer) == 0
+    # An already-reached record: the wait is not queued, the failure still
+    # passes on.
+    sim.launch(failing(sim, b"again"), producer, name=b"second_kernel")
+    sim.record(ev, producer)
+    assert sim.lib.aclrtSynchronizeEvent(ev) == ACL_ERROR_RT_AICORE_EXCEPTION
+    assert sim.lib.aclrtSynchronizeStream(consumer) == 0  # the event sync reported it
+    sim.launch(failing(sim, b"third"), producer, name=b"third_kernel")
+    sim.record(ev, producer)
+    time.sleep(0.05)  # the record is reached before the wait below
+    assert sim.lib.aclrtStreamWaitEvent(consumer, ev) == 0
+    assert sim.lib.aclrtSynchronizeStream(consumer) == ACL_ERROR_RT_AICORE_EXCEPTION
+    assert "third_kernel" in sim.err()
+    assert sim.lib.aclrtSynchronizeStream(producer) == 0
+    # A wait on a clean record inherits nothing.
+    sim.record(ev, producer)
+    assert sim.lib.aclrtStreamWaitEvent(consumer, ev) == 0
+    assert sim.lib.aclrtSynchronizeStream(consumer) == 0
+    for e in (ev, ev2):
+        sim.lib.aclrtDestroyEvent(e)
+    for st in (producer, consumer, third):
+        sim.destroy_stream(st)
+
+
 def test_awaited_work_on_an_idle_stream_runs_on_the_synchronizing_thread(dev0):
     # Its launcher synchronizes next: handing it to a sleeping worker would
     # only add the worker's wake-up to the wait.
