@@ -174,3 +174,23 @@ def test_no_threads_before_device_use(python_subprocess):
     before, after_queries, after_use = map(int, result.stdout.split())
     assert after_queries == before
     assert after_use > after_queries
+
+
+def test_no_device_fails_with_the_clear_message_only(python_subprocess):
+    # No restore warning with a C++ backtrace before it (the guard used to
+    # warn while unwinding), and no backtrace in the error: as torch.cuda.
+    code = """
+        import warnings, torch, torch_npu
+        warnings.simplefilter("always")
+        for make in (lambda: torch.zeros(2, device="npu"), lambda: torch.ones(2).npu(),
+                     lambda: torch.empty(3, device="npu").fill_(1)):
+            try:
+                make()
+            except RuntimeError as error:
+                print("ERROR", str(error).splitlines()[0])
+    """
+    result = python_subprocess(code, env={"NPU_SIM_DEVICE_COUNT": "0"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3 and all("this process sees 0 NPU devices" in line for line in lines), lines
+    assert "Warning" not in result.stderr and "frame #" not in result.stderr + result.stdout, result.stderr

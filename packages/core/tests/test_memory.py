@@ -120,7 +120,7 @@ def test_record_stream_delays_reuse_until_the_stream_is_done():
     t = torch.empty(4096, device="npu")
     ptr = t.data_ptr()
     with torch.npu.stream(side):
-        torch.npu._sleep(200)
+        torch.npu._sleep(200 * torch.npu._cycles_per_ms())
     t.record_stream(side)
     del t
     # The side stream may still be using the block: it must not be reused.

@@ -28,7 +28,7 @@ def test_pinned_block_is_reused_after_free():
 def test_non_blocking_h2d_from_pinned_memory_is_asynchronous():
     host = torch.full((1 << 20,), 5.0).pin_memory()
     dst = torch.empty(1 << 20, device="npu")
-    torch.npu._sleep(200)
+    torch.npu._sleep(200 * torch.npu._cycles_per_ms())
     dst.copy_(host, non_blocking=True)
     done = torch.npu.current_stream().record_event()
     assert not done.query()  # copy_ returned while the copy was still queued
@@ -39,7 +39,7 @@ def test_non_blocking_h2d_from_pinned_memory_is_asynchronous():
 def test_non_blocking_d2h_into_pinned_memory_is_asynchronous():
     src = torch.full((1 << 16,), 3.0).npu()
     host = torch.empty(1 << 16).pin_memory()
-    torch.npu._sleep(200)
+    torch.npu._sleep(200 * torch.npu._cycles_per_ms())
     host.copy_(src, non_blocking=True)
     assert not torch.npu.current_stream().query()
     torch.npu.current_stream().synchronize()
@@ -49,7 +49,7 @@ def test_non_blocking_d2h_into_pinned_memory_is_asynchronous():
 def test_pageable_copies_complete_before_returning():
     src = torch.full((4096,), 2.0)
     dst = torch.empty(4096, device="npu")
-    torch.npu._sleep(50)
+    torch.npu._sleep(50 * torch.npu._cycles_per_ms())
     dst.copy_(src, non_blocking=True)  # pageable: synchronous, like CUDA
     src.fill_(9.0)
     assert dst.cpu().eq(2).all()
@@ -59,7 +59,7 @@ def test_pinned_source_reused_only_after_the_copy():
     # A pinned buffer freed right after an async copy must not be handed out
     # again (and overwritten) before the copy has read it.
     dst = torch.empty(4096, device="npu")
-    torch.npu._sleep(150)
+    torch.npu._sleep(150 * torch.npu._cycles_per_ms())
     src = torch.full((4096,), 1.0).pin_memory()
     ptr = src.data_ptr()
     dst.copy_(src, non_blocking=True)

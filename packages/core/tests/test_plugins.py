@@ -68,6 +68,7 @@ def test_known_plugins(plugins):
     assert plugins.KNOWN_PLUGINS == {
         "ops": "torch-npu-ops",
         "contrib": "torch-npu-ops",
+        "optim": "torch-npu-ops",
         "distributed": "torch-npu-distributed",
         "graph": "torch-npu-graph",
         "profiler": "torch-npu-profiler",

@@ -57,7 +57,7 @@ def test_stream_context_switches_device():
 def test_query_is_false_while_work_is_pending():
     s = torch.npu.Stream()
     with torch.npu.stream(s):
-        torch.npu._sleep(300)
+        torch.npu._sleep(300 * torch.npu._cycles_per_ms())
     assert not s.query()
     event = s.record_event()
     assert not event.query()
@@ -67,7 +67,7 @@ def test_query_is_false_while_work_is_pending():
 
 def test_host_returns_before_device_work_finishes():
     done = torch.npu.Event()
-    torch.npu._sleep(200)
+    torch.npu._sleep(200 * torch.npu._cycles_per_ms())
     done.record()
     assert not done.query()  # the call above returned with the work pending
     done.synchronize()
@@ -83,7 +83,7 @@ def test_event_orders_two_streams(iteration):
     out = torch.empty(n, device="npu")
     torch.npu.synchronize()
     with torch.npu.stream(producer):
-        torch.npu._sleep(5 + 7 * (iteration % 4))
+        torch.npu._sleep((5 + 7 * (iteration % 4)) * torch.npu._cycles_per_ms())
         data.fill_(float(iteration + 1))
         ready = producer.record_event()
     with torch.npu.stream(consumer):
@@ -99,7 +99,7 @@ def test_wait_stream_orders_streams():
     y = torch.empty(1024, device="npu")
     torch.npu.synchronize()
     with torch.npu.stream(a):
-        torch.npu._sleep(30)
+        torch.npu._sleep(30 * torch.npu._cycles_per_ms())
         x.fill_(3)
     b.wait_stream(a)
     with torch.npu.stream(b):
@@ -112,7 +112,7 @@ def test_elapsed_time_grows_with_the_work():
     def timed(ms):
         start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
         start.record()
-        torch.npu._sleep(ms)
+        torch.npu._sleep(ms * torch.npu._cycles_per_ms())
         end.record()
         end.synchronize()
         return start.elapsed_time(end)
@@ -166,7 +166,7 @@ def test_generic_torch_stream_and_event_work_on_npu():
 def test_launch_blocking(python_subprocess):
     code = """
         import torch, torch_npu
-        torch.npu._sleep(100)
+        torch.npu._sleep(100 * torch.npu._cycles_per_ms())
         print(torch.npu.current_stream().query())
     """
     result = python_subprocess(code, env={"ASCEND_LAUNCH_BLOCKING": "1"})

@@ -69,8 +69,13 @@ from . import utils as utils  # noqa: E402  (torch_npu.utils.get_cann_version, a
 _serialization.register()
 
 from . import _autograd_exit  # noqa: E402
+from . import _unreported_failures  # noqa: E402
 
+# Exit handlers run in reverse order: first the report of device-work
+# failures nobody synchronized for (the drain's own copy would swallow
+# them), then the autograd drain.
 _autograd_exit.register()
+_unreported_failures.register()
 
 #: Directory to add to CMAKE_PREFIX_PATH for ``find_package(TorchNPUCore)``.
 cmake_prefix_path: str = _os.path.join(_os.path.dirname(_C.__file__), "share", "cmake")

@@ -77,6 +77,7 @@ DISABLE_ENV_VAR = "TORCH_NPU_DISABLE_PLUGINS"
 KNOWN_PLUGINS: Dict[str, str] = {
     "ops": "torch-npu-ops",
     "contrib": "torch-npu-ops",
+    "optim": "torch-npu-ops",
     "distributed": "torch-npu-distributed",
     "graph": "torch-npu-graph",
     "profiler": "torch-npu-profiler",

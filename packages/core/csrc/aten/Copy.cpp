@@ -4,7 +4,11 @@
 // the npu side; anything else (strides, broadcasting, dtype conversion) is
 // first made contiguous on the side where that is cheapest, with a device
 // kernel on npu. A non_blocking copy is asynchronous only when the host side
-// is pinned memory, as on CUDA; otherwise the copy completes before return.
+// is pinned memory, as on CUDA; otherwise the host bytes have been read when
+// the copy returns (small host-to-device copies are staged, see Note [Staged
+// host-to-device copies]; the rest wait for the copy).
+#include <cstring>
+
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/_neg_view.h>
 #include <ATen/ops/empty.h>
@@ -61,6 +65,21 @@ void memcpy_async(void* dst, const void* src, size_t count, aclrtMemcpyKind kind
   }
 }
 
+// Note [Staged host-to-device copies]
+// A blocking copy from pageable host memory must have read the host bytes
+// when it returns (the caller may change them next), but nothing later on
+// the host needs the device side: only later work on the stream does. Up
+// to kStagedCopyMaxBytes, the bytes are therefore copied into a pinned
+// staging block on the host and the device copy is queued from there, as
+// the CUDA driver stages pageable memory; the host does not wait for the
+// stream's earlier work (a training step copies its batch this way every
+// step, while the device still runs the last optimizer step). On an idle
+// stream the copy waits as before: there is nothing to wait for, and the
+// host then runs the copy itself, cheaper than staging. The staging block returns to
+// the pinned cache once the copy has run. Larger copies wait instead of
+// doubling their memory traffic.
+constexpr size_t kStagedCopyMaxBytes = 4 << 20;
+
 void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   const NPUGuard guard(dst.device());
   const NPUStream stream = getCurrentNPUStream(dst.device().index());
@@ -69,14 +88,25 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
   if (!(src.is_contiguous() && src.scalar_type() == dst.scalar_type() && src.sizes().equals(dst.sizes()))) {
     host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   }
+  const bool async = non_blocking && host.is_same(src) && NPUHostAllocator::is_pinned_ptr(host.const_data_ptr());
+  const size_t count = nbytes(host);
+  // An idle stream is cheaper to synchronize with: the host then runs the
+  // copy itself (see the simulator's Stream::waitFor) instead of staging it.
+  const bool staged =
+      !async && count > 0 && count <= kStagedCopyMaxBytes && !launch_blocking() && !stream.query();
+  if (staged) {
+    // Note [Staged host-to-device copies]
+    at::Tensor staging = at::empty(host.sizes(), host.options().pinned_memory(true));
+    std::memcpy(staging.mutable_data_ptr(), host.const_data_ptr(), count);
+    host = staging;
+  }
   at::Tensor device = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
   ensure_device_context(dst.device().index());
-  memcpy_async(device.data_ptr(), host.const_data_ptr(), nbytes(host), ACL_MEMCPY_HOST_TO_DEVICE, stream);
+  memcpy_async(device.data_ptr(), host.const_data_ptr(), count, ACL_MEMCPY_HOST_TO_DEVICE, stream);
   if (!device.is_same(dst)) {
     launch_strided_copy(stream, dst, device);
   }
-  const bool async = non_blocking && host.is_same(src) && NPUHostAllocator::is_pinned_ptr(host.const_data_ptr());
-  if (async) {
+  if (async || staged) {
     // Keep the pinned block from being reused before the copy has run.
     NPUHostAllocator::record_event(
         const_cast<void*>(host.const_data_ptr()), host.storage().data_ptr().get_context(), stream);

@@ -22,11 +22,10 @@ namespace {
 constexpr c10::DispatchKeySet kNPUKeys(c10::DispatchKey::PrivateUse1);
 
 c10::DeviceIndex target_device(std::optional<c10::Device> device) {
-  if (!device.has_value() || !device->has_index()) {
-    return current_device();
-  }
-  check_device_index(device->index());
-  return device->index();
+  const c10::DeviceIndex index =
+      device.has_value() && device->has_index() ? device->index() : current_device();
+  check_device_index(index); // "npu" with no device at all fails here, with its message
+  return index;
 }
 
 void check_sizes(c10::IntArrayRef size) {

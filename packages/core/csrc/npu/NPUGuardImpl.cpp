@@ -31,8 +31,16 @@ void NPUGuardImpl::setDevice(c10::Device d) const {
 }
 
 void NPUGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept {
+  // Guards restore the device they found on exit, also while an exception
+  // (say, "no such device") unwinds: restoring the device that is current
+  // already must not fail a second time.
+  if (d.index() == current_device()) {
+    return;
+  }
   try {
     set_device(d.index());
+  } catch (const c10::Error& e) {
+    TORCH_WARN("Failed to restore NPU device ", d, ": ", e.what_without_backtrace());
   } catch (const std::exception& e) {
     TORCH_WARN("Failed to restore NPU device ", d, ": ", e.what());
   }

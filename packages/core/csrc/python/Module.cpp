@@ -5,10 +5,13 @@
 #include <pybind11/stl.h>
 
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
+#include "aten/NPUFormat.h"
 #include "npu/AclInterface.h"
 #include "npu/NPUCachingAllocator.h"
 #include "npu/NPUException.h"
@@ -22,6 +25,9 @@ namespace py = pybind11;
 
 namespace c10_npu::python {
 namespace {
+
+// Clock of the simulated device, for torch.npu._sleep(cycles).
+constexpr int64_t kSimulatedCyclesPerMs = 1000000;
 
 using c10::CachingAllocator::DurationStat;
 using c10::CachingAllocator::Stat;
@@ -123,6 +129,30 @@ py::dict device_properties(c10::DeviceIndex device) {
   return d;
 }
 
+// aclrtDeviceCanAccessPeer, for torch.npu.can_device_access_peer.
+bool can_device_access_peer(c10::DeviceIndex device, c10::DeviceIndex peer) {
+  check_device_index(device);
+  check_device_index(peer);
+  const auto& api = acl::api();
+  TORCH_CHECK(api.aclrtDeviceCanAccessPeer != nullptr,
+              "torch.npu.can_device_access_peer: the CANN runtime in use has no aclrtDeviceCanAccessPeer");
+  int32_t can_access = 0;
+  NPU_CHECK(api.aclrtDeviceCanAccessPeer(&can_access, device, peer));
+  return can_access != 0;
+}
+
+// aclrtGetDeviceUtilizationRate, for torch.npu.utilization: the busier of
+// the cube and vector units, in percent.
+int64_t utilization(c10::DeviceIndex device) {
+  check_device_index(device);
+  const auto& api = acl::api();
+  TORCH_CHECK(api.aclrtGetDeviceUtilizationRate != nullptr,
+              "torch.npu.utilization: the CANN runtime in use has no aclrtGetDeviceUtilizationRate");
+  aclrtUtilizationInfo info{};
+  NPU_CHECK(api.aclrtGetDeviceUtilizationRate(device, &info));
+  return std::max(info.cubeUtilization, info.vectorUtilization);
+}
+
 py::object generator(const at::Generator& gen) {
   return py::reinterpret_steal<py::object>(THPGenerator_Wrap(gen));
 }
@@ -153,6 +183,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_device_initialized", &is_device_initialized);
   m.def("_synchronize", &device_synchronize, py::call_guard<py::gil_scoped_release>());
   m.def("_get_device_properties", &device_properties);
+  m.def("_can_device_access_peer", &can_device_access_peer);
+  m.def("_utilization", &utilization);
   m.def("_launch_blocking", &launch_blocking);
 
   // Streams are (stream_id, device_index) pairs, as in torch.Stream.
@@ -200,8 +232,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_host_reset_peak_memory_stats", [] { NPUHostAllocator::get()->reset_peak_stats(); });
   m.def("_host_reset_accumulated_memory_stats", [] { NPUHostAllocator::get()->reset_accumulated_stats(); });
 
-  // Testing and benchmarking aids (like torch.cuda._sleep).
-  m.def("_sleep", [](double ms) {
+  // Testing and benchmarking aids (like torch.cuda._sleep, which counts
+  // device clock cycles; the simulated device's clock is nominally 1 GHz).
+  m.def("_sleep_cycles_per_ms", [] { return kSimulatedCyclesPerMs; });
+  m.def("_sleep", [](int64_t cycles) {
+    TORCH_CHECK(cycles >= 0, "torch.npu._sleep: cycles must be >= 0, got ", cycles);
+    const double ms = static_cast<double>(cycles) / static_cast<double>(kSimulatedCyclesPerMs);
     launch_host_work(getCurrentNPUStream(), "torch_npu._sleep", [ms] {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
     });
@@ -225,6 +261,11 @@ PYBIND11_MODULE(_C, m) {
         return std::chrono::duration<double, std::nano>(elapsed).count() / static_cast<double>(iterations);
       },
       py::call_guard<py::gil_scoped_release>());
+
+  // Storage formats (torch_npu.get_npu_format / npu_format_cast).
+  m.def("_npu_formats", &npu_formats);
+  m.def("_get_npu_format", [](const at::Tensor& t) { return get_npu_format(t); });
+  m.def("_set_npu_format", [](const at::Tensor& t, int64_t format) { set_npu_format(t, format); });
 
   // Generators.
   m.def("_default_generator", [](c10::DeviceIndex d) { return generator(getDefaultNPUGenerator(d)); });

@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import torch
+
 from .. import _C
 from ._cann import get_cann_version, is_cann_feature_available, require_cann_feature
 from ._cann import _warn_if_unsupported as _warn_if_unsupported_cann
@@ -17,6 +19,7 @@ from ._amp_support import get_amp_supported_dtype
 from ._amp_support import _register_amp_supported_dtypes as _register_amp_supported_dtypes
 from ._device import _get_device_index as _get_device_index
 from ._device import (
+    can_device_access_peer,
     current_device,
     device,
     device_count,
@@ -28,6 +31,18 @@ from ._device import (
     is_bf16_supported,
     set_device,
     synchronize,
+    utilization,
+)
+from ._options import (
+    CubeMathType,
+    config,
+    conv,
+    get_mm_bmm_format_nd,
+    is_jit_compile_false,
+    matmul,
+    set_compile_mode,
+    set_mm_bmm_format_nd,
+    set_option,
 )
 from ._tensor_types import (
     BFloat16Tensor,
@@ -106,74 +121,116 @@ def _lazy_init() -> None:
         _warn_if_unsupported_cann()
 
 
-def _sleep(ms: float) -> None:
-    """Enqueues device work on the current stream that just takes ``ms``
-    milliseconds (a testing aid, like torch.cuda._sleep)."""
+#: torch.npu.OutOfMemoryError: what an allocation beyond the device's memory
+#: raises (the same class as torch.OutOfMemoryError and
+#: torch.cuda.OutOfMemoryError, so ``except`` clauses written for either work).
+OutOfMemoryError = torch.OutOfMemoryError
+
+
+def _sleep(cycles: int) -> None:
+    """Enqueues device work on the current stream that spins for ``cycles``
+    device clock cycles, like ``torch.cuda._sleep`` (a testing aid).
+
+    The simulator's device clock is nominally 1 GHz
+    (:func:`_cycles_per_ms` cycles per millisecond)."""
     _lazy_init()
-    _C._sleep(float(ms))
+    _C._sleep(int(cycles))
+
+
+def _cycles_per_ms() -> int:
+    """Device clock cycles per millisecond, for :func:`_sleep` (the
+    simulator's nominal 1 GHz clock; ``get_cycles_per_ms`` of torch's test
+    utilities measures the same for CUDA)."""
+    return int(_C._sleep_cycles_per_ms())
+
+
+def _get_generator(device: torch.device) -> torch.Generator:
+    """The default generator of npu ``device`` (current device without an
+    index); what torch's device-generic code asks a device module for."""
+    index = device.index if device.index is not None else current_device()
+    _C._check_device_index(index)
+    return _C._default_generator(index)
 
 
 def __getattr__(name: str) -> Any:
     if name == "default_generators":
         return tuple(_C._default_generator(i) for i in range(device_count()))
+    if name == "_initialized":
+        # torch.utils.checkpoint and torch.random.fork_rng save and restore
+        # a device's RNG state only when its module says it is initialized
+        # (torch.cuda keeps a global of that name); computed, so it is never
+        # stale.
+        return is_initialized()
     raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
 
 
 __all__ = [
-    "get_cann_version",
-    "is_cann_feature_available",
-    "require_cann_feature",
     "BFloat16Tensor",
     "BoolTensor",
     "ByteTensor",
+    "can_device_access_peer",
     "CharTensor",
-    "DoubleTensor",
-    "Event",
-    "FloatTensor",
-    "HalfTensor",
-    "IntTensor",
-    "LongTensor",
-    "ShortTensor",
-    "Stream",
-    "StreamContext",
+    "config",
+    "conv",
+    "CubeMathType",
     "current_device",
     "current_stream",
     "default_stream",
     "device",
     "device_count",
     "device_of",
+    "DoubleTensor",
     "empty_cache",
+    "Event",
+    "FloatTensor",
     "get_amp_supported_dtype",
+    "get_cann_version",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_mm_bmm_format_nd",
     "get_per_process_memory_fraction",
     "get_rng_state",
     "get_rng_state_all",
+    "HalfTensor",
     "host_memory_stats",
     "init",
     "initial_seed",
+    "IntTensor",
     "is_available",
     "is_bf16_supported",
+    "is_cann_feature_available",
     "is_initialized",
+    "is_jit_compile_false",
+    "LongTensor",
     "manual_seed",
     "manual_seed_all",
+    "matmul",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "OutOfMemoryError",
+    "require_cann_feature",
     "reset_accumulated_memory_stats",
     "reset_max_memory_allocated",
     "reset_peak_memory_stats",
     "seed",
     "seed_all",
+    "set_compile_mode",
     "set_device",
+    "set_mm_bmm_format_nd",
+    "set_option",
     "set_per_process_memory_fraction",
     "set_rng_state",
     "set_rng_state_all",
     "set_stream",
+    "ShortTensor",
     "stream",
+    "Stream",
+    "StreamContext",
     "synchronize",
+    "utilization",
 ]

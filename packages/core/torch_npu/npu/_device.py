@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import torch
 
@@ -116,10 +118,45 @@ def get_device_name(device: _DeviceLike = None) -> str:
     return get_device_properties(device).name
 
 
-def get_device_capability(device: _DeviceLike = None) -> None:
-    """CANN has no compute-capability versions; returns None like Ascend's torch_npu."""
+def get_device_capability(device: _DeviceLike = None) -> Optional[tuple[int, int]]:
+    """``None``: CANN has no compute-capability versions, and Ascend's torch_npu
+    returns None too. As there, ``TORCH_NPU_DEVICE_CAPABILITY="major.minor"``
+    makes it return ``(major, minor)``, for code that insists on a tuple;
+    the value means nothing about the device. A malformed value raises
+    ValueError."""
     _C._check_device_index(_get_device_index(device, optional=True))
-    return None
+    configured = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY", "")
+    if not configured:
+        return None
+    match = re.fullmatch(r"(\d+)\.(\d+)", configured.strip())
+    if match is None:
+        raise ValueError(
+            f"TORCH_NPU_DEVICE_CAPABILITY={configured!r} is not of the form 'major.minor' "
+            "(non-negative integers, e.g. '8.0'); unset it to get None"
+        )
+    return int(match.group(1)), int(match.group(2))
+
+
+def can_device_access_peer(device: _DeviceLike, peer_device: _DeviceLike) -> bool:
+    """Whether npu ``device`` can access the memory of ``peer_device`` directly
+    (``False`` for a device and itself, as on CANN and CUDA)."""
+    from . import _lazy_init
+
+    _lazy_init()
+    return bool(_C._can_device_access_peer(_get_device_index(device), _get_device_index(peer_device)))
+
+
+def utilization(device: _DeviceLike = None) -> int:
+    """Percent of the time since the previous call (or since the device
+    started) during which device work ran on ``device``, like
+    ``torch.cuda.utilization``. On the simulator it measures the time its
+    worker threads spent running device work."""
+    from . import _lazy_init
+
+    _lazy_init()
+    index = _get_device_index(device, optional=True)
+    _C._check_device_index(index)
+    return int(_C._utilization(index))
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
