@@ -8,8 +8,9 @@
 // PrivateUse1, so npu follows exactly the casting rules, weight cache and
 // nesting behaviour that CUDA users know.
 //
-// The op lists are CUDA's: Ascend NPUs, like GPUs, run matmuls and
-// convolutions fastest in fp16/bf16 (cube units), while reductions,
+// The op lists are CUDA's (as Ascend's torch_npu uses them), plus cross_entropy
+// in fp32 as on the CPU and XPU (below): Ascend NPUs, like GPUs, run matmuls
+// and convolutions fastest in fp16/bf16 (cube units), while reductions,
 // transcendental functions, norms and losses need fp32 range or accuracy.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
@@ -62,6 +63,12 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #define TORCH_NPU_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
   AT_FORALL_FP32(TORCH_NPU_FP32)
 #undef TORCH_NPU_FP32
+  // Not in CUDA's list, but in PyTorch's CPU and XPU lists: cross_entropy
+  // asks log_softmax for its input's own dtype, so without this it computes
+  // the log-probabilities of fp16/bf16 logits in fp16/bf16 and returns a
+  // float32 loss with a low-precision value (12.625 where CPU autocast gives
+  // 12.623857). In fp32 it trains to the CPU's numbers.
+  KERNEL_PRIVATEUSEONE(cross_entropy_loss, fp32)
 
   // Ops with an optional output dtype (softmax, log_softmax, sum, prod,
   // cumsum, ...): accumulate and return fp32 unless the caller chose a dtype.

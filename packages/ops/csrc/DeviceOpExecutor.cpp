@@ -24,6 +24,7 @@
 #include "LaunchSite.h"
 #include "OpTranslation.h"
 #include "OutputShapes.h"
+#include "PythonMetaWarmup.h"
 #include "OutVariants.h"
 #include "ResultCopy.h"
 #include "ResultPlacement.h"
@@ -478,6 +479,12 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
       stack->push_back(args[alias]);
       continue;
     }
+    // A view's result must share its base's memory; a copy would silently
+    // break the aliasing (writes through it would be lost). Views are
+    // shaped by their meta kernels, never run here.
+    TORCH_CHECK(alias < 0, "torch-npu-ops: the view op ", schema.name(),
+                " reached the synchronous path, which would return a copy instead of a view "
+                "(a torch-npu-ops bug: please report it)");
     stack->push_back(map_tensors(result, [&](const at::Tensor& t) { return transfers.to_npu(t); }));
   }
   state->results.clear();
@@ -601,7 +608,8 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     // No meta kernel, or one that needs the data: run synchronously, which
     // also reports genuine argument errors at the call site.
     TORCH_CHECK(
-        !strict_mode() || is_data_dependent(op, args) || !returns_only_tensors(schema),
+        !strict_mode() || is_data_dependent(op, args) || !returns_only_tensors(schema) ||
+            !meta_kernels_ready(),
         "torch-npu-ops strict mode (TORCH_NPU_OPS_STRICT=1): ", schema.name(),
         " has no meta kernel for these arguments, so it would run synchronously. "
         "Unset TORCH_NPU_OPS_STRICT to allow it.");
@@ -680,7 +688,13 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
           KernelAllocationScope allocations;
           try {
             Stack s(cpu_args.begin(), cpu_args.end());
-            op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+            {
+              ResizedOutputWatch watch;
+              op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
+              if (watch.resized()) {
+                deny_out_variant(functional); // the result below is still right
+              }
+            }
             for (size_t i = cpu_args.size() - num_outputs; i < cpu_args.size(); ++i) {
               const at::Tensor& out = cpu_args[i].toTensor();
               const DeviceGeometry& geometry = output_geometry[i - (cpu_args.size() - num_outputs)];

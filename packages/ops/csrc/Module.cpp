@@ -2,9 +2,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "CpuKernelOverrides.h"
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
 #include "KernelAllocator.h"
+#include "PythonMetaWarmup.h"
 #include "SparseTensors.h"
 #include "aten/MissingKernelFallback.h"
 
@@ -16,12 +18,16 @@ PYBIND11_MODULE(_C, m) {
     // Every op without a dedicated npu kernel runs through the generic
     // device executor from now on.
     c10_npu::aten::set_missing_kernel_handler(&torch_npu_ops::run_on_npu);
+    // Ops whose composite kernels would otherwise run on npu instead of
+    // their CPU kernel.
+    torch_npu_ops::install_cpu_kernel_overrides();
     torch_npu_ops::install_sparse_kernels();
     // Before any device work: CPU kernels running as device work then
     // allocate device memory (and may compute results in their outputs).
     torch_npu_ops::install_kernel_allocator();
   });
   m.def("_execution_counters", &torch_npu_ops::counters);
+  m.def("_set_meta_kernels_ready", &torch_npu_ops::set_meta_kernels_ready);
   m.def("_sync_ops", &torch_npu_ops::sync_ops);
   m.def("_reset_execution_counters", &torch_npu_ops::reset_counters);
 }

@@ -56,6 +56,15 @@ std::unordered_map<const c10::FunctionSchema*, std::optional<c10::OperatorHandle
 
 } // namespace
 
+void ResizedOutputWatch::process(const c10::Warning& warning) {
+  // The text of at::native::resize_output's deprecation warning.
+  if (warning.msg().find("was resized since it had shape") != std::string::npos) {
+    resized_ = true;
+    return;
+  }
+  previous_->process(warning);
+}
+
 void deny_out_variant(const c10::OperatorHandle& op) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   g_cache[&op.schema()] = std::nullopt;

@@ -8,6 +8,8 @@
 
 #include <ATen/ops/empty_strided.h>
 
+#include "PythonMetaWarmup.h"
+
 #include "IValueTensors.h"
 #include "SparseTensors.h"
 
@@ -164,6 +166,15 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
   return spec;
 }
 
+bool returns_a_view(const c10::FunctionSchema& schema) {
+  for (const auto& ret : schema.returns()) {
+    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 } // namespace
 
 std::shared_ptr<const OutputSpec> infer_outputs(const TranslatedOp& target, const std::vector<c10::IValue>& args) {
@@ -187,6 +198,12 @@ std::shared_ptr<const OutputSpec> infer_outputs(const TranslatedOp& target, cons
     if (it != cache.end()) {
       return it->second;
     }
+  }
+  // Note [Python meta kernels and the first op]. Only the meta kernel knows
+  // a view's geometry: views wait for the imports (the synchronous path
+  // would copy them).
+  if (!meta_kernels_ready() && !returns_a_view(target.caller_schema)) {
+    return nullptr;
   }
   auto spec = run_meta(target, args);
   if (cacheable && spec != nullptr) {

@@ -8,9 +8,16 @@ import sys
 import textwrap
 
 import pytest
-import torch
 
-import torch_npu  # noqa: F401
+# These tests check the asynchronous paths from each process's first op on:
+# no background warm-up that runs the first ops synchronously (Note [Python
+# meta kernels and the first op]; test_meta_warmup.py tests it). Set before
+# torch_npu loads, and inherited by the processes the tests start.
+os.environ.setdefault("TORCH_NPU_META_WARMUP", "0")
+
+import torch  # noqa: E402
+
+import torch_npu  # noqa: E402,F401
 
 
 @pytest.fixture(autouse=True)

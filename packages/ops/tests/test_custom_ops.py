@@ -231,18 +231,51 @@ def test_dtype_cast():
     close(torch_npu.npu_dtype_cast(xn.detach(), torch.int32), x.int(), atol=0, rtol=0)
 
 
-def test_format_cast():
+def test_format_cast_and_get_npu_format_agree():
     x = torch.randn(2, 3, 4, 5, device=NPU)
-    assert torch_npu.get_npu_format(x) == 2
-    for fmt in (0, 2, 29):
+    # base formats by dimensions, as on CANN
+    assert torch_npu.get_npu_format(x) == torch_npu.Format.NCHW == 0
+    assert torch_npu.get_npu_format(torch.ones(2, 3, 4, 5, 6, device=NPU)) == torch_npu.Format.NCDHW
+    assert torch_npu.get_npu_format(torch.ones(3, 4, device=NPU)) == torch_npu.Format.ND
+    for fmt in (0, 2, 29, torch_npu.Format.NC1HWC0):
         y = torch_npu.npu_format_cast(x, fmt)
         assert y.data_ptr() != x.data_ptr()
-        assert torch_npu.get_npu_format(y) == 2
+        assert torch_npu.get_npu_format(y) == fmt
+        assert isinstance(torch_npu.get_npu_format(y), torch_npu.Format)
         close(y, x.cpu(), atol=0, rtol=0)
-    assert torch_npu.npu_format_cast_(x, 29) is x
+    assert str(torch_npu.get_npu_format(torch_npu.npu_format_cast(x, 29))) == "FRACTAL_NZ"
+    assert torch_npu.get_npu_format(x) == 0  # the source keeps its own
+    assert torch_npu.npu_format_cast_(x, 29) is x and torch_npu.get_npu_format(x) == 29
+    z = torch.zeros(2, 3, 4, 5, device=NPU)
+    assert torch_npu.get_npu_format(torch_npu.npu_format_cast_(z, x)) == 29  # the format of a tensor
     (xg,) = leaves(x.cpu())
     torch_npu.npu_format_cast(xg, 2).sum().backward()
     close(xg.grad, torch.ones(2, 3, 4, 5), atol=0, rtol=0)
+
+
+def test_format_follows_shallow_copies_and_serialization(tmp_path):
+    w = torch_npu.npu_format_cast(torch.randn(8, 8, device=NPU), 29)
+    layer = torch.nn.Linear(8, 8).npu()
+    layer.weight.data = w  # the model-zoo way to cast a weight
+    assert torch_npu.get_npu_format(layer.weight) == 29
+    torch.save({"w": layer.weight.detach()}, tmp_path / "w.pt")
+    loaded = torch.load(tmp_path / "w.pt")["w"]
+    assert torch_npu.get_npu_format(loaded) == 29 and torch.equal(loaded.cpu(), w.cpu())
+    assert torch._utils.get_tensor_metadata(w) == {"npu_format_29": True}
+    fresh = torch.randn(8, 8, device=NPU)
+    torch._utils.set_tensor_metadata(fresh, {"npu_format_29": True})
+    assert torch_npu.get_npu_format(fresh) == 29
+
+
+def test_format_cast_errors():
+    with pytest.raises(ValueError, match="77 is not an aclFormat"):
+        torch_npu.npu_format_cast(torch.ones(3, device=NPU), 77)
+    with pytest.raises(ValueError, match=r"FRACTAL_NZ \(29\) describes tensors of at least 2 dimensions"):
+        torch_npu.npu_format_cast(torch.ones(3, device=NPU), 29)
+    with pytest.raises(ValueError, match="NC1HWC0 .* 4-dimensional tensors, but the tensor has 2"):
+        torch_npu.npu_format_cast_(torch.ones(3, 4, device=NPU), 3)
+    with pytest.raises(RuntimeError, match="get_npu_format expects an npu tensor"):
+        torch_npu.get_npu_format(torch.ones(3))
 
 
 # -- npu_fusion_attention ------------------------------------------------------------------

@@ -174,7 +174,7 @@ def test_arguments_the_fast_path_does_not_take_go_to_the_generic_executor():
 def test_fast_path_is_asynchronous_and_ordered_on_the_current_stream():
     x = torch.ones(1024).npu()
     torch.npu.synchronize()
-    torch.npu._sleep(300)
+    torch.npu._sleep(300 * torch.npu._cycles_per_ms())
     y = x + 1
     z = y * 3
     z.mul_(2)
@@ -183,7 +183,7 @@ def test_fast_path_is_asynchronous_and_ordered_on_the_current_stream():
 
     side = torch.npu.Stream()
     with torch.npu.stream(side):
-        torch.npu._sleep(300)
+        torch.npu._sleep(300 * torch.npu._cycles_per_ms())
         w = x.neg()
     assert not side.query()
     assert torch.npu.current_stream().query()

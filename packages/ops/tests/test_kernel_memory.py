@@ -87,7 +87,7 @@ def test_emptying_the_cache_does_not_block_kernels_that_allocate(python_subproce
         del cached
         torch.npu.synchronize()
         retries = torch.npu.memory_stats()["num_alloc_retries"]
-        torch.npu._sleep(100)
+        torch.npu._sleep(100 * torch.npu._cycles_per_ms())
         y = F.conv2d(x, w, padding=1)
         z = torch.empty(50 * 2**20, dtype=torch.uint8, device="npu")  # only fits once the cache is released
         torch.npu.synchronize()

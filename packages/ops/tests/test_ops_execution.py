@@ -94,7 +94,7 @@ def test_data_dependent_ops_wait_and_say_so():
 
 def test_host_returns_before_device_work_finishes():
     x = torch.randn(256, 256).npu()
-    torch.npu._sleep(300)
+    torch.npu._sleep(300 * torch.npu._cycles_per_ms())
     y = x @ x  # queued behind 300 ms of device work
     assert not torch.npu.current_stream().query()
     torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())
@@ -106,7 +106,7 @@ def test_two_streams_with_real_compute_are_ordered_by_events():
     torch.npu.synchronize()
     for i in range(5):
         with torch.npu.stream(producer):
-            torch.npu._sleep(10)
+            torch.npu._sleep(10 * torch.npu._cycles_per_ms())
             y = x * (i + 2)
             done = producer.record_event()
         with torch.npu.stream(consumer):
@@ -248,7 +248,7 @@ def test_queued_work_does_not_hold_memory():
     torch.npu.synchronize()
     torch.npu.reset_peak_memory_stats()
     base = torch.npu.memory_allocated()
-    torch.npu._sleep(200)
+    torch.npu._sleep(200 * torch.npu._cycles_per_ms())
     for _ in range(50):
         y = x * 2
     assert not torch.npu.current_stream().query()  # all 50 still queued

@@ -120,7 +120,7 @@ def test_sparse_ops_with_dense_results_and_a_meta_kernel_do_not_wait():
     csr = x.to_sparse_csr().npu()
     torch.npu.synchronize()
     before = execution_counters()
-    torch.npu._sleep(100)
+    torch.npu._sleep(100 * torch.npu._cycles_per_ms())
     dense = csr.to_dense()
     after = execution_counters()
     assert not torch.npu.current_stream().query()  # the host did not wait
@@ -160,7 +160,7 @@ def test_sparse_times_dense_products_wait_only_the_first_time(layout, name):
         operands = product_operands(layout, "npu", seed)
         torch.npu.synchronize()
         before = execution_counters()
-        torch.npu._sleep(100)
+        torch.npu._sleep(100 * torch.npu._cycles_per_ms())
         result = product(*operands)
         after = execution_counters()
         assert not torch.npu.current_stream().query()  # the host did not wait

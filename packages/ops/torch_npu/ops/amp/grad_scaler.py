@@ -9,8 +9,6 @@ waits once per optimizer step, to learn whether the step must be skipped
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 __all__ = ["GradScaler"]
@@ -19,9 +17,8 @@ __all__ = ["GradScaler"]
 class GradScaler(torch.amp.GradScaler):
     """See :class:`torch.amp.GradScaler`; this one always scales for npu.
 
-    .. deprecated::
-        Use ``torch.amp.GradScaler("npu", ...)``; this alias warns with a
-        FutureWarning, as ``torch.cuda.amp.GradScaler`` does.
+    torch_npu's own API (accelerate creates it for npu), so, unlike
+    ``torch.cuda.amp.GradScaler``, it is not deprecated and does not warn.
     """
 
     def __init__(
@@ -32,12 +29,6 @@ class GradScaler(torch.amp.GradScaler):
         growth_interval: int = 2000,
         enabled: bool = True,
     ) -> None:
-        warnings.warn(
-            "`torch.npu.amp.GradScaler(args...)` is deprecated. "
-            "Please use `torch.amp.GradScaler('npu', args...)` instead.",
-            FutureWarning,
-            stacklevel=2,
-        )
         super().__init__(
             "npu",
             init_scale=init_scale,

@@ -14,6 +14,7 @@ from types import ModuleType
 
 from ._casts import (
     ACL_FORMAT_ND,
+    Format,
     get_npu_format,
     npu_dtype_cast,
     npu_format_cast,
@@ -40,7 +41,7 @@ CUSTOM_OPS = (
 )
 
 #: Everything :func:`install` sets on the torch_npu module.
-EXPORTS = CUSTOM_OPS + ("get_npu_format", "npu_format_cast_")
+EXPORTS = CUSTOM_OPS + ("Format", "get_npu_format", "npu_format_cast_")
 
 
 def install(torch_npu: ModuleType) -> None:
@@ -53,6 +54,7 @@ __all__ = [
     "ACL_FORMAT_ND",
     "CUSTOM_OPS",
     "EXPORTS",
+    "Format",
     "dropout_keep_mask",
     "get_npu_format",
     "install",

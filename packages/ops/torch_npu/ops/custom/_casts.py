@@ -1,31 +1,35 @@
-"""``npu_dtype_cast``, ``npu_format_cast`` and ``get_npu_format``.
+"""``npu_dtype_cast``, ``npu_format_cast``, ``get_npu_format`` and ``Format``.
 
 Ascend NPUs keep some tensors in private memory layouts ("formats", e.g.
-FRACTAL_NZ for matmul weights). torch-npu stores every tensor in the plain
-ND layout of PyTorch's strides: ``get_npu_format`` always reports
-``ACL_FORMAT_ND`` and ``npu_format_cast`` returns a copy whatever the format
-asked for, so code written for Ascend's torch_npu that casts formats for
-speed runs unchanged.
+FRACTAL_NZ for matmul weights). torch-npu keeps the values of every tensor
+in PyTorch's strided layout and records the format as metadata of the npu
+tensor (core's csrc/aten/NPUFormat.h): ``npu_format_cast`` returns a copy
+tagged with the format asked for, ``get_npu_format`` reports it (the base
+format, NCHW / NCDHW / ND by the number of dimensions, for a tensor never
+cast), and shallow copies and ``torch.save`` keep it. So code written for
+Ascend's torch_npu that casts formats for speed, and checks them, runs
+unchanged with the same values.
 """
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+import enum
+from typing import Any, Tuple, Union
 
 import torch
 from torch import Tensor
 
+from torch_npu import _C as _core
+
 from ._common import qualname
 
-#: aclFormat values of CANN (the ``acl_format`` argument of npu_format_cast).
-ACL_FORMAT_UNDEFINED = -1
-ACL_FORMAT_NCHW = 0
-ACL_FORMAT_NHWC = 1
-ACL_FORMAT_ND = 2
-ACL_FORMAT_NC1HWC0 = 3
-ACL_FORMAT_FRACTAL_Z = 4
-ACL_FORMAT_FRACTAL_NZ = 29
-ACL_FORMAT_NCDHW = 30
+#: ``torch_npu.Format``: CANN's aclFormat values (the ``acl_format`` argument
+#: of npu_format_cast), from core's single list.
+Format = enum.IntEnum("Format", [("UNDEFINED", -1), *_core._npu_formats()], module=__name__)
+Format.__doc__ = "Storage formats of npu tensors (CANN's aclFormat values)."
+Format.__str__ = lambda self: self.name  # type: ignore[method-assign]
+
+ACL_FORMAT_ND = int(Format.ND)
 
 
 # -- npu_dtype_cast -----------------------------------------------------------
@@ -69,7 +73,12 @@ def npu_dtype_cast(input: Tensor, dtype: torch.dtype) -> Tensor:
 
 @torch.library.custom_op(qualname("npu_format_cast"), mutates_args=())
 def _npu_format_cast(input: Tensor, acl_format: int) -> Tensor:
-    return input.clone()
+    output = input.clone()
+    if output.device.type == "npu":
+        _core._set_npu_format(output, acl_format)
+    # Formats describe npu memory: a CPU tensor (a CPU reference run of
+    # npu code) gets a plain copy.
+    return output
 
 
 @_npu_format_cast.register_fake
@@ -85,28 +94,35 @@ _npu_format_cast.register_autograd(_format_cast_backward)
 
 
 def npu_format_cast(input: Tensor, acl_format: int) -> Tensor:
-    """Returns ``input`` in the memory format ``acl_format`` (an aclFormat
-    value such as 2 = ND, 29 = FRACTAL_NZ).
+    """Returns a copy of npu tensor ``input`` in the storage format
+    ``acl_format`` (a :class:`Format` value, e.g. 29 = FRACTAL_NZ):
+    ``get_npu_format`` of the result reports it. The values, shape and
+    strides are those of ``input``. Differentiable (identity gradient).
 
-    torch-npu keeps every tensor in the ND layout, so this returns a copy of
-    ``input`` (same shape, strides and values) for any ``acl_format``; the
-    copy still reports ``get_npu_format(...) == 2``. Differentiable
-    (identity gradient).
+    A value that is not a format, or a format that does not suit the
+    tensor's dimensions (FRACTAL_NZ needs at least 2, NC1HWC0 exactly 4),
+    raises ValueError. A CPU tensor is copied as it is (formats describe
+    npu memory; ``get_npu_format`` accepts only npu tensors).
     """
-    return torch.ops.npu.npu_format_cast(input, acl_format)
+    return torch.ops.npu.npu_format_cast(input, int(acl_format))
 
 
-def npu_format_cast_(input: Tensor, acl_format: int) -> Tensor:
-    """In-place :func:`npu_format_cast`: ``input`` is already ND, so this
-    returns ``input`` itself unchanged."""
-    if not isinstance(acl_format, int) and not isinstance(acl_format, Tensor):
-        raise TypeError(f"npu_format_cast_: acl_format must be an int, got {type(acl_format)}")
+def npu_format_cast_(input: Tensor, acl_format: Union[int, Tensor]) -> Tensor:
+    """In-place :func:`npu_format_cast`: gives ``input`` itself the format
+    ``acl_format`` (a :class:`Format` value, or a tensor whose format to
+    take) and returns it."""
+    if isinstance(acl_format, Tensor):
+        acl_format = _core._get_npu_format(acl_format)
+    if not isinstance(acl_format, int):
+        raise TypeError(f"npu_format_cast_: acl_format must be an int or an npu tensor, got {type(acl_format).__name__}")
+    _core._set_npu_format(input, int(acl_format))
     return input
 
 
-def get_npu_format(tensor: Tensor) -> int:
-    """The aclFormat of ``tensor``'s memory layout: always 2
-    (``ACL_FORMAT_ND``), the only layout torch-npu uses."""
+def get_npu_format(tensor: Tensor) -> Format:
+    """The storage :class:`Format` of npu tensor ``tensor``: what
+    :func:`npu_format_cast` gave it, else its base format (NCHW for 4-d
+    tensors, NCDHW for 5-d ones, ND otherwise)."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"get_npu_format: expected a Tensor, got {type(tensor).__name__}")
-    return ACL_FORMAT_ND
+    return Format(_core._get_npu_format(tensor))
