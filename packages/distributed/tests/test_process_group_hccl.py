@@ -142,7 +142,7 @@ def test_collectives_are_ordered_with_the_streams_and_do_not_block_the_host(tmp_
             # The input is written by work queued behind 300 ms of device time
             # on another stream: the collective must wait for it, and the host
             # must not.
-            torch.npu._sleep(300)
+            torch.npu._sleep(300 * torch.npu._cycles_per_ms())
             t = torch.full((1000,), float(rank + 1)).npu()
             work = dist.all_reduce(t, async_op=True)
             done_at_once = work.is_completed()

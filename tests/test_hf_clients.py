@@ -1,0 +1,239 @@
+"""The clients users bring: HuggingFace transformers' Trainer and accelerate,
+on tiny models built from configs (no downloads), train on npu exactly as on
+the CPU.
+
+Every run is compared with the same run on the CPU, step by step:
+- float32: the losses are equal (npu runs the CPU's kernels);
+- bfloat16 autocast: within the spread of bfloat16 rounding (npu autocasts
+  with CUDA's op lists, the CPU with its own, so single ops round
+  differently);
+- float16 with a GradScaler (the CPU has no float16 autocast in Trainer and
+  accelerate, so against the CPU's float32 run).
+Dropout draws from each device's own generator (as on any two devices), so
+runs compared with the CPU have dropout off; the runs with dropout check
+what dropout must keep: gradient checkpointing recomputes the forward pass
+with the same random numbers (its loss and gradients equal the run without
+checkpointing).
+
+transformers and accelerate are test requirements (./dev installs them);
+./dev test runs this file in the default row only, like the OpInfo sweep.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import pytest
+import torch
+import torch_npu  # noqa: F401
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+import transformers  # noqa: E402
+from transformers import (  # noqa: E402
+    BertConfig,
+    BertForMaskedLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+
+transformers.logging.set_verbosity_error()
+
+STEPS = 6
+VOCAB = 96
+BF16_LOSS_TOLERANCE = 2e-3  # bfloat16 keeps 8 bits: ~4e-3 relative per rounding
+FP16_LOSS_TOLERANCE = 2e-4
+
+
+def gpt2(dropout: float = 0.0) -> GPT2LMHeadModel:
+    config = GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                        resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
+                        tie_word_embeddings=True)
+    return GPT2LMHeadModel(config)
+
+
+def bert(dropout: float = 0.0) -> BertForMaskedLM:
+    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32,
+                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    return BertForMaskedLM(config)
+
+
+MODELS = {"gpt2": gpt2, "bert": bert}
+
+
+class TokenData(torch.utils.data.Dataset):
+    def __init__(self, n: int = 24, length: int = 16):
+        g = torch.Generator().manual_seed(1)
+        self.ids = torch.randint(1, VOCAB, (n, length), generator=g)
+        self.mask = torch.ones_like(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": self.ids[i], "attention_mask": self.mask[i], "labels": self.ids[i]}
+
+
+class LossLog(TrainerCallback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            self.losses.append(float(logs["loss"]))
+
+
+def train_with_trainer(model_name: str, device: str, precision: str = "fp32", *, dropout: float = 0.0,
+                       checkpointing: bool = False, optim: str = "adamw_torch", seed: int = 0,
+                       tmp_path=None) -> tuple[list[float], torch.nn.Module]:
+    torch.manual_seed(seed)
+    model = MODELS[model_name](dropout)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / f"{model_name}-{device}-{precision}"), per_device_train_batch_size=4,
+        max_steps=STEPS, logging_steps=1, learning_rate=2e-3, seed=seed, data_seed=seed,
+        use_cpu=device == "cpu", bf16=precision == "bf16", fp16=precision == "fp16",
+        activation_checkpointing=checkpointing, optim=optim, report_to=[], save_strategy="no",
+        disable_tqdm=True, dataloader_num_workers=0, logging_nan_inf_filter=False,
+    )
+    log = LossLog()
+    trainer = Trainer(model=model, args=args, train_dataset=TokenData(), callbacks=[log])
+    trainer.train()
+    assert str(trainer.args.device).startswith(device)
+    assert len(log.losses) == STEPS
+    return log.losses, model
+
+
+def assert_close_losses(npu: list[float], cpu: list[float], tolerance: float) -> None:
+    assert len(npu) == len(cpu)
+    for step, (a, b) in enumerate(zip(npu, cpu)):
+        assert math.isfinite(a) and abs(a - b) <= tolerance * max(1.0, abs(b)), (step, npu, cpu)
+
+
+# -- Trainer ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_name", ["gpt2", "bert"])
+def test_trainer_fp32_trains_exactly_as_on_cpu(model_name, tmp_path):
+    cpu, _ = train_with_trainer(model_name, "cpu", tmp_path=tmp_path)
+    npu, model = train_with_trainer(model_name, "npu", tmp_path=tmp_path)
+    assert npu == cpu
+    assert all(p.device.type == "npu" for p in model.parameters())
+    if model_name == "gpt2":  # tied weights stayed tied through Trainer's .to("npu")
+        assert model.lm_head.weight is model.transformer.wte.weight
+
+
+@pytest.mark.parametrize("model_name", ["gpt2", "bert"])
+def test_trainer_bf16_follows_cpu_autocast(model_name, tmp_path):
+    cpu, _ = train_with_trainer(model_name, "cpu", "bf16", tmp_path=tmp_path)
+    npu, _ = train_with_trainer(model_name, "npu", "bf16", tmp_path=tmp_path)
+    assert_close_losses(npu, cpu, BF16_LOSS_TOLERANCE)
+
+
+@pytest.mark.parametrize("model_name", ["gpt2", "bert"])
+def test_trainer_fp16_with_grad_scaler(model_name, tmp_path):
+    cpu, _ = train_with_trainer(model_name, "cpu", "fp32", tmp_path=tmp_path)
+    npu, _ = train_with_trainer(model_name, "npu", "fp16", tmp_path=tmp_path)
+    assert_close_losses(npu, cpu, FP16_LOSS_TOLERANCE)
+
+
+@pytest.mark.parametrize("model_name", ["gpt2", "bert"])
+def test_gradient_checkpointing_recomputes_dropout_exactly(model_name, tmp_path):
+    plain, _ = train_with_trainer(model_name, "npu", dropout=0.1, tmp_path=tmp_path)
+    checkpointed, _ = train_with_trainer(model_name, "npu", dropout=0.1, checkpointing=True, tmp_path=tmp_path)
+    assert checkpointed == plain
+    # dropout is active: another seed gives other masks, hence other losses
+    other_seed, _ = train_with_trainer(model_name, "npu", dropout=0.1, seed=1, tmp_path=tmp_path)
+    assert other_seed != plain
+
+
+def test_trainer_with_torch_npu_fused_adamw(tmp_path):
+    reference, _ = train_with_trainer("gpt2", "npu", optim="adamw_torch", tmp_path=tmp_path)
+    fused, _ = train_with_trainer("gpt2", "npu", optim="adamw_torch_npu_fused", tmp_path=tmp_path)
+    assert fused == reference
+
+
+# -- accelerate ------------------------------------------------------------------------------
+
+
+def train_with_accelerate(device: str, precision: str, optimizer_first: bool) -> list[float]:
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    torch.manual_seed(0)
+    model = gpt2()
+    accelerator = Accelerator(mixed_precision=precision, cpu=device == "cpu")
+    if optimizer_first:  # accelerate's documented order: optimizer before prepare
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
+        model, optimizer = accelerator.prepare(model, optimizer)
+    else:
+        model = accelerator.prepare(model)
+        optimizer = accelerator.prepare(torch.optim.AdamW(model.parameters(), lr=2e-3))
+    assert accelerator.device.type == device
+    data = TokenData()
+    # One batch, again and again: the loss must fall if the optimizer steps
+    # the model's (moved) parameters.
+    batch = {"input_ids": data.ids[:4].to(accelerator.device), "attention_mask": data.mask[:4].to(accelerator.device)}
+    losses = []
+    for _ in range(STEPS):
+        with accelerator.autocast():
+            loss = model(**batch, labels=batch["input_ids"]).loss
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("optimizer_first", [True, False], ids=["optimizer-before-prepare", "optimizer-after"])
+@pytest.mark.parametrize("precision", ["no", "bf16", "fp16"])
+def test_accelerate_loop_trains_as_on_cpu(precision, optimizer_first):
+    cpu_precision = "no" if precision == "fp16" else precision  # no fp16 autocast on the CPU
+    cpu = train_with_accelerate("cpu", cpu_precision, optimizer_first)
+    npu = train_with_accelerate("npu", precision, optimizer_first)
+    if precision == "no":
+        assert npu == cpu
+    else:
+        assert_close_losses(npu, cpu, BF16_LOSS_TOLERANCE if precision == "bf16" else FP16_LOSS_TOLERANCE)
+    assert npu[-1] < npu[0]  # the model trained (the optimizer holds the moved parameters)
+
+
+# -- inference -------------------------------------------------------------------------------
+
+
+def test_generate_equals_cpu():
+    torch.manual_seed(0)
+    model = gpt2().eval()
+    prompt = torch.tensor([[5, 17, 33, 2]])
+    cpu = model.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0)
+    model.to("npu")
+    npu = model.generate(prompt.npu(), max_new_tokens=12, do_sample=False, pad_token_id=0)
+    assert npu.device.type == "npu"
+    assert torch.equal(npu.cpu(), cpu)
+
+
+def test_a_training_step_warns_about_nothing(tmp_path, capfd):
+    # Correct user code must not warn: neither Python warnings nor C++
+    # warnings of device work (mse_loss's backward printed one every step).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 1)).npu()
+        optimizer = torch.optim.AdamW(model.parameters())
+        x, y = torch.randn(16, 8, device="npu"), torch.randn(16, 1, device="npu")
+        for loss_fn in (torch.nn.functional.mse_loss, torch.nn.functional.l1_loss,
+                        torch.nn.functional.smooth_l1_loss, torch.nn.functional.huber_loss):
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        torch.npu.synchronize()
+    assert [str(w.message) for w in caught] == []
+    assert "Warning" not in capfd.readouterr().err
