@@ -51,7 +51,24 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 }
 
 at::Tensor& zero(at::Tensor& self) {
-  return fill_scalar(self, 0);
+  if (self.numel() == 0) {
+    return self;
+  }
+  const NPUGuard guard(self.device());
+  const NPUStream stream = getCurrentNPUStream(self.device().index());
+  if (self.is_non_overlapping_and_dense()) {
+    // Every dtype's zero is all-zero bytes (the bits types included, which
+    // fill_ does not take): one runtime memset over the tensor's memory.
+    const size_t nbytes = static_cast<size_t>(self.numel()) * self.element_size();
+    ensure_device_context(self.device().index());
+    NPU_CHECK(acl::api().aclrtMemsetAsync(self.data_ptr(), nbytes, 0, nbytes, stream.stream()));
+    if (launch_blocking()) {
+      stream.synchronize();
+    }
+    return self;
+  }
+  launch_host_work(stream, "aten::zero_", [self = TensorDesc(self)] { self.cpu_view().zero_(); });
+  return self;
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {

@@ -68,7 +68,11 @@ const at::Tensor& resize_(
   check_sizes(size);
   auto* impl = self.unsafeGetTensorImpl();
   const NPUGuard guard(self.device());
-  impl->set_sizes_contiguous(size);
+  // As on the CPU, a tensor that has the sizes already keeps its strides
+  // (an out= argument of the right shape keeps its layout).
+  if (!impl->sizes().equals(size)) {
+    impl->set_sizes_contiguous(size);
+  }
   if (memory_format.has_value()) {
     TORCH_CHECK(
         *memory_format != c10::MemoryFormat::Preserve,

@@ -46,6 +46,11 @@ void NPUGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept {
   }
 }
 
+c10::DeviceCapability NPUGuardImpl::getDeviceCapability(c10::Device d) const {
+  check_device_index(d.index() < 0 ? current_device() : d.index());
+  return c10::DeviceCapability(); // all supported
+}
+
 c10::Stream NPUGuardImpl::getStream(c10::Device d) const {
   return getCurrentNPUStream(d.index()).unwrap();
 }

@@ -92,6 +92,10 @@ from .streams import (
     stream,
 )
 
+from ._storage_types import STORAGE_CLASSES as _STORAGE_CLASSES
+
+globals().update(_STORAGE_CLASSES)  # torch.npu.FloatStorage, ... (names from torch's table)
+
 _init_lock = threading.Lock()
 
 # torch.manual_seed seeds custom backends only if the device module has these.
@@ -234,3 +238,4 @@ __all__ = [
     "synchronize",
     "utilization",
 ]
+__all__ += sorted(_STORAGE_CLASSES)

@@ -1,0 +1,53 @@
+"""Core behaviours that PyTorch's device-generic code relies on: legacy
+storage types, zero_ for every dtype, resize_ keeping the layout of a tensor
+that has the size already, and the device capability query."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch_npu  # noqa: F401
+
+
+def test_storage_type_names_the_npu_legacy_storage():
+    x = torch.ones(3, device="npu")
+    with pytest.warns(UserWarning, match="TypedStorage is deprecated"):
+        storage_type = x.storage_type()
+    assert storage_type is torch.npu.FloatStorage
+    assert torch.npu.LongStorage._dtype == torch.int64
+    assert "FloatStorage" in torch.npu.__all__
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int8, torch.bool, torch.complex64,
+                                   torch.bits16, torch.float8_e4m3fn])
+def test_zero_clears_every_dtype(dtype):
+    # Non-zero bytes seen as `dtype` (bits16 has no arithmetic, so no fill_).
+    npu = torch.full((4, 3 * dtype.itemsize), 7, dtype=torch.uint8).view(dtype).npu()
+    npu.zero_()
+    assert npu.cpu().view(torch.uint8).count_nonzero().item() == 0
+
+
+def test_zero_of_a_strided_view_leaves_the_rest():
+    x = torch.ones(4, 4, device="npu")
+    x[:, ::2].zero_()
+    expected = torch.ones(4, 4)
+    expected[:, ::2] = 0
+    assert torch.equal(x.cpu(), expected)
+
+
+def test_resize_to_the_same_sizes_keeps_the_strides():
+    x = torch.empty(3, 4, device="npu").t()
+    x.resize_(4, 3)
+    assert x.stride() == (1, 4)
+    x.resize_(2, 6)
+    assert x.stride() == (6, 1)
+
+
+def test_device_capability_lists_the_dtypes():
+    capability = torch.accelerator.get_device_capability("npu:0") if hasattr(torch.accelerator, "get_device_capability") \
+        else None
+    if capability is None:
+        pytest.skip("this torch has no torch.accelerator.get_device_capability")
+    assert torch.float32 in capability["supported_dtypes"] and torch.bfloat16 in capability["supported_dtypes"]
+    with pytest.raises(RuntimeError):
+        torch.accelerator.get_device_capability(f"npu:{torch.npu.device_count()}")
