@@ -16,7 +16,8 @@
 //   output to the input's shape first, which warned at every mse_loss;
 // - silu_backward, mish_backward and native_channel_shuffle: a
 //   CompositeImplicitAutograd kernel served the npu keys because npu had no
-//   kernel of its own.
+//   kernel of its own; mode.values, whose explicit composite kernel accepts
+//   CPU, CUDA and XPU tensors only (torch.mode(x, out=...) failed on npu).
 // - the multi-tensor ops (_foreach_*), whose composite kernel loops over
 //   the tensors on the host, one launch each.
 // Registering the executor for them runs their CPU kernel, as for every other
@@ -59,7 +60,7 @@ bool runs_a_composite_kernel_on_npu(const c10::OperatorHandle& op) {
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"mish_backward", "native_channel_shuffle", "silu_backward"}) {
+  for (const char* name : {"mish_backward", "native_channel_shuffle", "silu_backward", "mode.values"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_npu>());
   }
 }

@@ -8,9 +8,12 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/as_strided.h>
+#include <ATen/native/Resize.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -18,6 +21,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "CallVerification.h"
+#include "DeviceChecks.h"
 #include "ExecutionCounters.h"
 #include "IValueTensors.h"
 #include "KernelAllocator.h"
@@ -29,6 +34,7 @@
 #include "ResultCopy.h"
 #include "ResultPlacement.h"
 #include "SchemaAliases.h"
+#include "SharedStorages.h"
 #include "SparseResultShapes.h"
 #include "SparseTensors.h"
 #include "npu/NPUFunctions.h"
@@ -286,27 +292,71 @@ uint64_t mix_seed(uint64_t seed, uint64_t offset) {
   return z ^ (z >> 31);
 }
 
-// Finds the op's device and checks that its npu tensors agree.
-std::optional<c10::Device> op_device(const std::vector<IValue>& args, const char* name) {
-  std::optional<c10::Device> device;
-  for (const auto& arg : args) {
-    for_each_tensor(arg, [&](const at::Tensor& t) {
-      if (!is_npu(t)) {
-        return;
-      }
-      if (!device.has_value()) {
-        device = t.device();
-      } else {
-        TORCH_CHECK(
-            *device == t.device(), "Expected all tensors to be on the same device, but found at least two "
-            "devices, ", *device, " and ", t.device(), "! (when checking arguments of ", name, ")");
-      }
-    });
-    if (!device.has_value() && arg.isDevice() && arg.toDevice().is_privateuseone()) {
-      device = arg.toDevice();
+// What decides whether the CPU kernel of a call can fail (Note [Errors at
+// the call]): the op; each tensor's dtype, layout, rank and emptiness; and
+// the arguments checked by value (booleans, strings, dtypes, floating-point
+// scalars such as uniform_'s bounds), integers by sign. Sizes and integer
+// values are left out: the meta kernel checks shapes and dims, and keying on
+// them would verify every new shape again. So are the hyper-parameters of the optimizer kernels
+// (_fused_*, _foreach_*), which change every step.
+uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IValue>& args) {
+  CallSignature signature(&schema);
+  const std::string_view name = schema.name();
+  const bool values_vary = name.starts_with("aten::_fused_") || name.starts_with("aten::_foreach_");
+  const auto add_tensor = [&](const at::Tensor& t) {
+    if (!t.defined()) {
+      signature.add(0x7F);
+      return;
+    }
+    signature.add((static_cast<uint64_t>(t.scalar_type()) << 40) | (static_cast<uint64_t>(t.layout()) << 32) |
+                  (static_cast<uint64_t>(t.dim()) << 1) | (t.numel() == 0 ? 1 : 0));
+  };
+  if (shares_npu_storage(args)) {
+    // Overlapping arguments: a kernel may refuse them (SharedStorages.h).
+    std::vector<uint32_t> pattern;
+    storage_sharing_pattern(args, pattern);
+    for (const uint32_t ordinal : pattern) {
+      signature.add(0x5500 + ordinal);
     }
   }
-  return device;
+  for (const IValue& arg : args) {
+    if (arg.isTensor() || arg.isTensorList() || arg.isList()) {
+      bool any = false;
+      for_each_tensor(arg, [&](const at::Tensor& t) {
+        add_tensor(t);
+        any = true;
+      });
+      if (!any && arg.isList()) {
+        signature.add(0x11); // a list of non-tensors (sizes, dims): not by value
+      }
+    } else if (arg.isNone()) {
+      signature.add(0x22);
+    } else if (arg.isBool()) {
+      signature.add(0x33 + (arg.toBool() ? 1 : 0));
+    } else if (arg.isString()) {
+      signature.add(std::hash<std::string_view>()(arg.toStringView()));
+    } else if (arg.isDouble() && !values_vary) {
+      const double value = arg.toDouble();
+      uint64_t bits = 0;
+      std::memcpy(&bits, &value, sizeof(bits));
+      signature.add(bits);
+    } else if (arg.isComplexDouble() && !values_vary) {
+      const c10::complex<double> value = arg.toComplexDouble();
+      uint64_t bits[2] = {0, 0};
+      std::memcpy(&bits[0], &value, sizeof(bits));
+      signature.add(bits[0]);
+      signature.add(bits[1]);
+    } else if (arg.isInt()) {
+      // By sign only: kernels refuse negative or zero counts (multinomial's
+      // num_samples, a negative length), while the values themselves are
+      // sizes and dims, which the meta kernel checks.
+      const int64_t value = arg.toInt();
+      signature.add(0x40 + (value < 0 ? 0 : value == 0 ? 1 : 2));
+    } else {
+      signature.add(0x44); // a device, generator, ...: present
+    }
+  }
+  return signature.digest();
 }
 
 // The arguments of the CPU kernel: npu tensors as CPU aliases of their
@@ -320,6 +370,12 @@ std::vector<IValue> cpu_arguments(
   int64_t numel = 0;
   for (const auto& arg : args) {
     for_each_tensor(arg, [&](const at::Tensor& t) { numel += t.defined() ? t.numel() : 0; });
+  }
+  // Arguments that share npu memory share it on the CPU too, so that the
+  // kernel's overlap checks see it (SharedStorages.h).
+  std::optional<SharedStorages> shared;
+  if (shares_npu_storage(args)) {
+    shared.emplace(c10::DeviceType::CPU);
   }
   std::vector<IValue> out;
   out.reserve(args.size());
@@ -349,11 +405,19 @@ std::vector<IValue> cpu_arguments(
       out.emplace_back(c10::Device(c10::DeviceType::CPU));
       continue;
     }
-    out.push_back(map_tensors(arg, [](const at::Tensor& t) -> at::Tensor {
+    out.push_back(map_tensors(arg, [&](const at::Tensor& t) -> at::Tensor {
       if (!t.defined()) {
         return t;
       }
-      return is_npu(t) ? cpu_alias(t) : t.clone();
+      if (!is_npu(t)) {
+        return t.clone();
+      }
+      if (shared.has_value() && t.layout() == c10::kStrided && t.storage().data() != nullptr) {
+        at::Tensor alias = shared->view(t);
+        keep_requires_grad(alias, t);
+        return alias;
+      }
+      return cpu_alias(t);
     }));
   }
   return out;
@@ -411,6 +475,23 @@ class ResultTransfers {
   std::vector<std::pair<at::Tensor, at::Tensor>> copies_; // (CPU view of npu memory, result)
 };
 
+// A CPU alias of out= argument `t` that its kernel may resize: a
+// data-dependent kernel (masked_select, nonzero, unique, ...) learns its
+// output's size only as it runs. Resizing moves the alias to new host memory
+// (the old bytes copied, as resize_ keeps them), and run_sync then resizes
+// the npu argument and copies the result back.
+at::Tensor resizable_cpu_alias(const at::Tensor& t) {
+  const c10::Storage& npu_storage = t.storage();
+  c10::Storage storage(
+      c10::Storage::use_byte_size_t(), npu_storage.nbytes(),
+      c10::DataPtr(c10_npu::host_access(const_cast<void*>(npu_storage.data())), c10::Device(c10::DeviceType::CPU)),
+      c10::GetCPUAllocator(), /*resizable=*/true);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
 // Runs the op synchronously as device work and returns its results on npu.
 void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::Device device,
               const c10_npu::NPUStream& stream, Stack* stack) {
@@ -418,15 +499,31 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
   struct State {
     std::vector<IValue> results;
     std::exception_ptr error;
+    CallVerification verification; // the kernel's warnings, for the host
   };
   auto state = std::make_shared<State>();
   c10_npu::LaunchSite site = capture_launch_site();
-  std::vector<IValue> cpu_args = cpu_arguments(schema, target.args_for(args), device);
+  const std::vector<IValue> target_args = target.args_for(args);
+  std::vector<IValue> cpu_args = cpu_arguments(schema, target_args, device);
+  for (size_t i = 0; i < cpu_args.size() && i < schema.arguments().size(); ++i) {
+    if (!schema.arguments()[i].is_out() || !cpu_args[i].isTensor()) {
+      continue;
+    }
+    const at::Tensor& npu_out = target_args[i].toTensor();
+    const at::Tensor& cpu_out = cpu_args[i].toTensor();
+    // Not where the alias shares a storage with an input (SharedStorages.h):
+    // the kernel's overlap check must see that.
+    if (is_npu(npu_out) && npu_out.layout() == c10::kStrided && npu_out.storage().data() != nullptr &&
+        !cpu_out.storage().resizable() && cpu_out.storage().use_count() == 1) {
+      cpu_args[i] = resizable_cpu_alias(npu_out);
+    }
+  }
   const c10::DispatchKeySet keys = kernel_keys(cpu_args, c10::BackendComponent::CPUBit);
   c10_npu::launch_host_work(
       stream, schema.name().c_str(),
       [state, op = target.op, keys, cpu_args = std::move(cpu_args),
        grad_enabled = c10::GradMode::is_enabled()]() mutable {
+        const CollectWarnings warnings(state->verification);
         try {
           const BelowAutograd autograd(grad_enabled);
           KernelAllocationScope allocations;
@@ -442,6 +539,9 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
       },
       nullptr, NPU_SIM_WORK_AWAITED);
   stream.synchronize(); // an error of earlier work names its own launch
+  for (const c10::Warning& warning : state->verification.warnings) {
+    c10::warn(warning); // Python's warnings, as the CPU kernel's
+  }
   if (state->error) {
     // The host waited: the error is raised at the call.
     try {
@@ -558,6 +658,20 @@ void run_sparse_async(const TranslatedOp& target, const std::vector<IValue>& arg
   count(ExecutionPath::DeviceAsync, schema.name());
 }
 
+// After an out= argument was resized: the strides the meta kernel gave the
+// output, when they describe the same memory (a permutation of a dense
+// layout), as the CPU's structured kernels restride it.
+void restride_like_meta(const at::Tensor& out, const TensorSpec& spec) {
+  if (out.strides().equals(spec.strides)) {
+    return;
+  }
+  const size_t needed = at::detail::computeStorageNbytes(spec.sizes, spec.strides, out.element_size(),
+                                                         out.storage_offset());
+  if (needed <= out.storage().nbytes() && out.numel() > 0) {
+    out.as_strided_(spec.sizes, spec.strides);
+  }
+}
+
 // Takes the op's arguments off the stack.
 std::vector<IValue> pop_arguments(const c10::FunctionSchema& schema, Stack* stack) {
   const auto num_args = static_cast<std::ptrdiff_t>(schema.arguments().size());
@@ -566,18 +680,11 @@ std::vector<IValue> pop_arguments(const c10::FunctionSchema& schema, Stack* stac
   return args;
 }
 
-c10::Device device_of(const c10::FunctionSchema& schema, const std::vector<IValue>& args) {
-  const auto device = op_device(args, schema.name().c_str());
-  TORCH_CHECK(device.has_value(), "torch-npu-ops: ", schema.name(),
-              " was dispatched to npu without npu tensors or an npu device");
-  return *device;
-}
-
 } // namespace
 
 void run_sparse_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   std::vector<IValue> args = pop_arguments(op.schema(), stack);
-  const c10::Device device = device_of(op.schema(), args);
+  const c10::Device device = checked_op_device(op.schema(), args);
   const c10_npu::NPUGuard guard(device);
   const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device.index());
   const TranslatedOp target = translate(op, args);
@@ -594,7 +701,7 @@ void run_sparse_on_npu(const c10::OperatorHandle& op, Stack* stack) {
 void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   const auto& schema = op.schema();
   std::vector<IValue> args = pop_arguments(schema, stack);
-  const c10::Device device = device_of(schema, args);
+  const c10::Device device = checked_op_device(schema, args);
   const c10_npu::NPUGuard guard(device);
   const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device.index());
   TranslatedOp target = translate(op, args);
@@ -630,9 +737,18 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
       // In-place or out=: the kernel writes into the argument, which the
       // meta kernel may have resized.
       const auto npu_outs = tensors_of(args[alias]);
+      const bool is_out = schema.arguments()[alias].is_out();
       for (size_t k = 0; k < npu_outs.size() && k < specs.size(); ++k) {
         if (specs[k].defined && !npu_outs[k].sizes().equals(specs[k].sizes)) {
-          npu_outs[k].resize_(specs[k].sizes);
+          if (is_out) {
+            // As the CPU's out= kernels: resize_output warns when it resizes
+            // a non-empty tensor (on the host, at every call), then the
+            // output takes the meta kernel's strides.
+            at::native::resize_output(npu_outs[k], specs[k].sizes);
+            restride_like_meta(npu_outs[k], specs[k]);
+          } else {
+            npu_outs[k].resize_(specs[k].sizes);
+          }
         }
       }
       results.push_back(args[alias]);
@@ -675,13 +791,17 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   if (!target.adapt && all_fresh_defined && fresh_outputs.size() == returns.size()) {
     out_op = out_variant(target.op);
   }
+  // Note [Errors at the call]: the first call of a signature waits for its
+  // kernel and raises the kernel's own exception here.
+  const uint64_t signature = call_signature(target_schema, target.args_for(args));
+  std::shared_ptr<CallVerification> verification = verification_for(signature);
   if (out_op.has_value()) {
     for (auto& out : fresh_outputs) {
       cpu_args.emplace_back(cpu_alias(out));
     }
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
-        [functional = target.op, op = *out_op, cpu_args = std::move(cpu_args),
+        verified_work(verification, [functional = target.op, op = *out_op, cpu_args = std::move(cpu_args),
          num_outputs = fresh_outputs.size(), output_geometry = geometries(cpu_aliases(fresh_outputs)),
          grad_enabled = c10::GradMode::is_enabled()]() mutable {
           const BelowAutograd autograd(grad_enabled);
@@ -716,7 +836,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
               copy_result(output_geometry[i].view(), s[i].toTensor());
             }
           }
-        },
+        }),
         std::move(site));
   } else {
     // Computed before cpu_args moves into the work item.
@@ -727,7 +847,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     }
     c10_npu::launch_host_work(
         stream, target_schema.name().c_str(),
-        [op = target.op, cpu_args = std::move(cpu_args), fresh_views = cpu_aliases(fresh_outputs),
+        verified_work(verification, [op = target.op, cpu_args = std::move(cpu_args), fresh_views = cpu_aliases(fresh_outputs),
          return_is_fresh, out_args = std::move(out_args), out_bits = std::move(out_bits),
          grad_enabled = c10::GradMode::is_enabled()]() mutable {
           const BelowAutograd autograd(grad_enabled);
@@ -793,8 +913,11 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
           if (placement.has_value()) {
             placement->close(); // raises if the kernel kept lent memory
           }
-        },
+        }),
         std::move(site));
+  }
+  if (verification != nullptr) {
+    finish_verification(verification, signature, [&] { stream.synchronize(); });
   }
   for (auto& r : results) {
     stack->push_back(std::move(r));

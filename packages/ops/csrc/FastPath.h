@@ -22,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -34,6 +35,7 @@
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
+#include "CallVerification.h"
 #include "DeviceArgument.h"
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
@@ -193,11 +195,23 @@ template <typename Fn, typename... Captures>
 struct DeviceWork {
   std::tuple<Captures...> args;
   c10_npu::LaunchSite site; // named in the error message, if captured
+  // Set for a call whose kernel the host waits for (Note [Errors at the
+  // call]): the kernel's exception goes there, to be raised at the call.
+  std::shared_ptr<CallVerification> verification;
 
   void operator()() {
     // Whatever the kernel allocates is device memory (KernelAllocator.h).
     KernelAllocationScope allocations;
-    run(std::index_sequence_for<Captures...>());
+    if (verification == nullptr) {
+      run(std::index_sequence_for<Captures...>());
+      return;
+    }
+    const CollectWarnings warnings(*verification);
+    try {
+      run(std::index_sequence_for<Captures...>());
+    } catch (...) {
+      verification->error = std::current_exception();
+    }
   }
 
  private:
@@ -243,20 +257,55 @@ void launch_work(const c10_npu::NPUStream& stream, const char* name, Work* work)
   c10_npu::launch_work(stream, item);
 }
 
+// What decides whether a fast-path kernel can fail for a call: the op; its
+// tensors' dtypes, ranks and emptiness; its options (div's rounding mode:
+// the overloads share a name) and the types of its scalars (Note [Errors at
+// the call]; the meta function checked the rest).
+template <typename... T>
+uint64_t call_signature(const char* name, const T&... args) {
+  CallSignature signature(name);
+  const auto add_tensor = [&](const at::Tensor& t) {
+    signature.add((static_cast<uint64_t>(t.scalar_type()) << 32) | (static_cast<uint64_t>(t.dim()) << 1) |
+                  (t.numel() == 0 ? 1 : 0));
+  };
+  const auto visit = [&](const auto& arg) {
+    using Arg = std::decay_t<decltype(arg)>;
+    if constexpr (std::is_same_v<Arg, at::Tensor>) {
+      arg.defined() ? add_tensor(arg) : signature.add(0x7F);
+    } else if constexpr (std::is_same_v<Arg, std::optional<at::Tensor>>) {
+      arg.has_value() && arg->defined() ? add_tensor(*arg) : signature.add(0x7F);
+    } else if constexpr (std::is_same_v<Arg, std::optional<std::string_view>>) {
+      signature.add(arg.has_value() ? std::hash<std::string_view>()(*arg) : 0x22);
+    } else if constexpr (std::is_same_v<Arg, bool>) {
+      signature.add(0x33 + (arg ? 1 : 0));
+    } else if constexpr (std::is_same_v<Arg, c10::Scalar>) {
+      signature.add(0x50 + static_cast<uint64_t>(arg.type()));
+    }
+  };
+  (visit(args), ...);
+  return signature.digest();
+}
+
 template <typename Fn, typename... T>
 void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args) {
   using Work = DeviceWork<Fn, Captured<T>...>;
   static_assert(alignof(Work) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+  const uint64_t signature = call_signature(name, args...);
+  std::shared_ptr<CallVerification> verification = verification_for(signature);
   void* storage = allocate_work_storage(sizeof(Work));
   Work* work;
   try {
-    work = new (storage) Work{std::tuple<Captured<T>...>(capture(args)...), launch_site_if_work_can_fail(args...)};
+    work = new (storage)
+        Work{std::tuple<Captured<T>...>(capture(args)...), launch_site_if_work_can_fail(args...), verification};
   } catch (...) {
     release_work_storage(storage, sizeof(Work));
     throw;
   }
   launch_work(stream, name, work);
   count_fast_path();
+  if (verification != nullptr) {
+    finish_verification(verification, signature, [&] { stream.synchronize(); });
+  }
 }
 
 // The CPU kernels, as static functions of `Cpu` (see PointwiseKernels.cpp).

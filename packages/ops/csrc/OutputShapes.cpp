@@ -3,12 +3,14 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include <ATen/ops/empty_strided.h>
 
 #include "PythonMetaWarmup.h"
+#include "SharedStorages.h"
 
 #include "IValueTensors.h"
 #include "SparseTensors.h"
@@ -105,6 +107,22 @@ bool put_value(std::string& key, const c10::IValue& v) {
   return true;
 }
 
+class DropWarnings final : public c10::WarningHandler {
+ public:
+  DropWarnings() : previous_(c10::WarningUtils::get_warning_handler()) {
+    c10::WarningUtils::set_warning_handler(this);
+  }
+  ~DropWarnings() override {
+    c10::WarningUtils::set_warning_handler(previous_);
+  }
+  DropWarnings(const DropWarnings&) = delete;
+  DropWarnings& operator=(const DropWarnings&) = delete;
+  void process(const c10::Warning&) override {}
+
+ private:
+  c10::WarningHandler* previous_;
+};
+
 TensorSpec spec_of(const at::Tensor& t) {
   TensorSpec spec;
   if (!t.defined()) {
@@ -119,12 +137,21 @@ TensorSpec spec_of(const at::Tensor& t) {
 }
 
 std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std::vector<c10::IValue>& args) {
+  // Arguments that share npu memory share a meta storage, so that the meta
+  // kernel's overlap checks see it (SharedStorages.h).
+  std::optional<SharedStorages> shared;
+  if (shares_npu_storage(args)) {
+    shared.emplace(c10::DeviceType::Meta);
+  }
   std::function<at::Tensor(const at::Tensor&)> to_meta = [&](const at::Tensor& t) -> at::Tensor {
     if (!t.defined() || !t.device().is_privateuseone()) {
       return t;
     }
     if (is_sparse_layout(t)) {
       return sparse_with_members(t, c10::Device(c10::DeviceType::Meta), to_meta);
+    }
+    if (shared.has_value()) {
+      return shared->view(t);
     }
     at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::DeviceType::Meta));
     // Meta kernels of ops that see the conjugate and negative bits check them.
@@ -142,6 +169,9 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
     stack.push_back(map_tensors(arg, to_meta));
   }
   try {
+    // The kernel itself warns, where the CPU's would (at every call; this
+    // runs once per geometry): the meta kernel's warnings are dropped.
+    DropWarnings quiet;
     target.op.redispatchBoxed(kernel_keys(stack, c10::BackendComponent::MetaBit), &stack);
   } catch (const std::exception&) {
     // No meta kernel, or one that needs the data.
@@ -190,6 +220,15 @@ std::shared_ptr<const OutputSpec> infer_outputs(const TranslatedOp& target, cons
     if (!put_value(key, arg)) {
       cacheable = false;
       break;
+    }
+  }
+  if (cacheable && shares_npu_storage(args)) {
+    // Whether arguments overlap decides what the meta kernel says.
+    std::vector<uint32_t> pattern;
+    storage_sharing_pattern(args, pattern);
+    key.push_back('S');
+    for (const uint32_t ordinal : pattern) {
+      put(key, ordinal);
     }
   }
   if (cacheable) {

@@ -16,7 +16,13 @@ import torch_npu  # noqa: F401
 
 
 def _failing_op():
-    # The index is checked by the kernel, in device work.
+    # The index is checked by the kernel, in device work. The first call of a
+    # signature waits for its kernel (Note [Errors at the call], ops'
+    # csrc/CallVerification.h); a data-dependent error in a later one
+    # surfaces at a synchronization.
+    # The consumers' signatures too: verifying one synchronizes its stream,
+    # which would report the failure there, before the test's own check.
+    torch.zeros(10, device="npu").index_select(0, torch.tensor([1], device="npu")).mul(2).add(1)
     return torch.zeros(10, device="npu").index_select(0, torch.tensor([100], device="npu"))
 
 
@@ -69,6 +75,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
 def test_a_failure_nobody_synchronized_for_ends_the_program_with_status_1():
     result = _run("""
         import torch, torch_npu
+        torch.zeros(10, device="npu").index_select(0, torch.tensor([1], device="npu"))  # verified
         torch.zeros(10, device="npu").index_select(0, torch.tensor([100], device="npu"))
         print("end of script", flush=True)
     """)
@@ -81,6 +88,7 @@ def test_a_failure_nobody_synchronized_for_ends_the_program_with_status_1():
 def test_a_failure_already_reported_leaves_the_exit_status_alone():
     result = _run("""
         import torch, torch_npu
+        torch.zeros(10, device="npu").index_select(0, torch.tensor([1], device="npu"))  # verified
         try:
             torch.zeros(10, device="npu").index_select(0, torch.tensor([100], device="npu")).cpu()
         except RuntimeError:

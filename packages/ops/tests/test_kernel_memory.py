@@ -56,23 +56,24 @@ def test_out_arguments_of_data_dependent_ops_take_their_results():
     assert torch.npu.memory_allocated() == base
 
 
-def test_out_of_memory_in_a_kernel_names_the_op_and_the_line(python_subprocess_env):
+def test_out_of_memory_in_a_kernel_is_raised_at_the_call(python_subprocess_env):
     code = """
         import torch, torch_npu, torch.nn.functional as F
         x, w = torch.randn(8, 32, 56, 56).npu(), torch.randn(64, 32, 3, 3).npu()
-        y = F.conv2d(x, w, padding=1)  # conv line
         try:
-            torch.npu.synchronize()
+            # The first call of a signature waits for its kernel (Note
+            # [Errors at the call] in csrc/CallVerification.h): raised here,
+            # as CUDA raises it.
+            F.conv2d(x, w, padding=1)  # conv line
             print("no error")
-        except RuntimeError as error:
+        except torch.OutOfMemoryError as error:
             print(error)
         print("afterwards", (x * 2).sum().item() == (x.cpu() * 2).sum().item())
     """
     result = python_subprocess_env(code, {"NPU_SIM_DEVICE_MEMORY": "24MiB"})
     assert result.returncode == 0, result.stderr
-    assert "device work 'aten::convolution' failed: NPU out of memory" in result.stdout
+    assert result.stdout.startswith("NPU out of memory. Tried to allocate")
     assert "for device work (a kernel's temporary or result)" in result.stdout
-    assert "<string>:4)" in result.stdout  # launched from the conv line
     assert "afterwards True" in result.stdout
 
 

@@ -168,7 +168,12 @@ def is_random(op) -> bool:
         return True
     if op.name in RANDOM_SAMPLES:
         return False
-    packet = getattr(torch.ops.aten, (op.aten_name or op.name).rsplit(".", 1)[-1], None)
+    name = op.aten_name or op.name
+    if "." in name:
+        # A Python-level function (signal.windows.exponential is not
+        # aten::exponential): random only if listed above.
+        return False
+    packet = getattr(torch.ops.aten, name, None)
     if not isinstance(packet, torch._ops.OpOverloadPacket):
         return False
     return any(
@@ -177,7 +182,22 @@ def is_random(op) -> bool:
     )
 
 
+# The dropout family draws random numbers only with p > 0 in training mode;
+# their other samples are deterministic, and compared.
+DROPOUT_OPS = {
+    "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
+}
+
+
+def _dropout_sample_is_random(sample) -> bool:
+    p = sample.kwargs.get("p", sample.args[0] if sample.args else 0.5)
+    return p > 0 and sample.kwargs.get("training", True)
+
+
 def sample_is_random(op, sample) -> bool:
+    if op.name in DROPOUT_OPS:
+        return _dropout_sample_is_random(sample)
     return is_random(op) or bool(op.name in RANDOM_SAMPLES and RANDOM_SAMPLES[op.name](sample))
 
 

@@ -1,0 +1,66 @@
+#include "CallVerification.h"
+
+#include <atomic>
+#include <mutex>
+#include <unordered_set>
+
+#include "npu/NPUFunctions.h"
+
+namespace torch_npu_ops {
+namespace {
+
+// Signatures that ran cleanly: a process-wide set behind a per-thread copy,
+// so that the common case (a signature seen before on this thread) is one
+// lookup without a lock. Bounded: a program that keeps making new
+// signatures starts over (it only costs another verified launch each).
+constexpr size_t kMaxSignatures = 1 << 16;
+
+std::mutex g_mutex;
+std::unordered_set<uint64_t> g_verified;
+std::atomic<uint64_t> g_generation{0}; // bumped when g_verified is cleared
+
+struct ThreadCache {
+  uint64_t generation = 0;
+  std::unordered_set<uint64_t> verified;
+};
+thread_local ThreadCache t_cache;
+
+bool is_verified(uint64_t signature) {
+  const uint64_t generation = g_generation.load(std::memory_order_acquire);
+  if (t_cache.generation != generation) {
+    t_cache.verified.clear();
+    t_cache.generation = generation;
+  }
+  if (t_cache.verified.count(signature) > 0) {
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_verified.count(signature) == 0) {
+    return false;
+  }
+  t_cache.verified.insert(signature);
+  return true;
+}
+
+} // namespace
+
+std::shared_ptr<CallVerification> verification_for(uint64_t signature) {
+  if (!c10_npu::launch_blocking() && is_verified(signature)) {
+    return nullptr;
+  }
+  return std::make_shared<CallVerification>();
+}
+
+void mark_verified(uint64_t signature) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_verified.size() >= kMaxSignatures) {
+    g_verified.clear();
+    g_generation.fetch_add(1, std::memory_order_acq_rel);
+  }
+  g_verified.insert(signature);
+  if (t_cache.generation == g_generation.load(std::memory_order_relaxed)) {
+    t_cache.verified.insert(signature);
+  }
+}
+
+} // namespace torch_npu_ops

@@ -1,0 +1,26 @@
+// Which devices an op's tensor arguments may be on, checked at the call as
+// CUDA checks them.
+//
+// An npu op takes npu tensors of one device. Host tensors are accepted only
+// where CUDA accepts them: 0-dim inputs ("scalars", such as Python numbers
+// wrapped by the argument parser), and the few arguments meant to live on
+// the host (the lengths of packed sequences and of CTC losses) or that CUDA
+// moves itself (indices of advanced indexing). Anything else, a host out=
+// argument or in-place self above all, raises "Expected all tensors to be
+// on the same device" at the call, as on CUDA: device work must never write
+// into host memory it does not own (it would, asynchronously, after the
+// host may have freed it).
+#pragma once
+
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+
+namespace torch_npu_ops {
+
+// The npu device the op runs on, after the checks above (raising on a
+// violation); a device argument (factories) when there is no npu tensor.
+c10::Device checked_op_device(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
+
+} // namespace torch_npu_ops
