@@ -50,7 +50,8 @@ RUFF = "ruff==0.17.6"
 ROW_ENV_DISK_BYTES = 7 * 2**30
 
 nox.options.sessions = ["compat_check", "build", "install_check", "lint"]
-nox.options.error_on_missing_interpreters = False
+# A row whose Python is missing fails instead of passing as a skip.
+nox.options.error_on_missing_interpreters = True
 
 
 def _row_env(torch: str, python: str) -> Path:
