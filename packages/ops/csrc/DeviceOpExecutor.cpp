@@ -10,6 +10,7 @@
 #include <ATen/ops/as_strided.h>
 #include <ATen/native/Resize.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -366,7 +368,8 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
 // memory freed by the host is reused in stream order, so queued work never
 // inflates memory use.
 std::vector<IValue> cpu_arguments(
-    const c10::FunctionSchema& schema, const std::vector<IValue>& args, c10::Device device) {
+    const c10::FunctionSchema& schema, const std::vector<IValue>& args, c10::Device device,
+    bool resizable_shared = false) {
   int64_t numel = 0;
   for (const auto& arg : args) {
     for_each_tensor(arg, [&](const at::Tensor& t) { numel += t.defined() ? t.numel() : 0; });
@@ -375,8 +378,9 @@ std::vector<IValue> cpu_arguments(
   // kernel's overlap checks see it (SharedStorages.h).
   std::optional<SharedStorages> shared;
   if (shares_npu_storage(args)) {
-    shared.emplace(c10::DeviceType::CPU);
+    shared.emplace(c10::DeviceType::CPU, resizable_shared);
   }
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> same_tensor;
   std::vector<IValue> out;
   out.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -412,12 +416,18 @@ std::vector<IValue> cpu_arguments(
       if (!is_npu(t)) {
         return t.clone();
       }
-      if (shared.has_value() && t.layout() == c10::kStrided && t.storage().data() != nullptr) {
-        at::Tensor alias = shared->view(t);
-        keep_requires_grad(alias, t);
-        return alias;
+      if (!shared.has_value()) {
+        return cpu_alias(t);
       }
-      return cpu_alias(t);
+      // The same npu tensor twice is the same CPU tensor twice: kernels
+      // treat an out= that *is* an input (is_same) as full overlap, even
+      // when empty.
+      auto [it, fresh] = same_tensor.try_emplace(t.unsafeGetTensorImpl());
+      if (fresh) {
+        it->second = t.layout() == c10::kStrided && t.storage().data() != nullptr ? shared->view(t) : cpu_alias(t);
+        keep_requires_grad(it->second, t);
+      }
+      return it->second;
     }));
   }
   return out;
@@ -504,17 +514,19 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
   auto state = std::make_shared<State>();
   c10_npu::LaunchSite site = capture_launch_site();
   const std::vector<IValue> target_args = target.args_for(args);
-  std::vector<IValue> cpu_args = cpu_arguments(schema, target_args, device);
+  // Shared storages may be resized by the kernel (an out= that overlaps an
+  // input: the CPU resizes it, then its overlap check refuses the call).
+  std::vector<IValue> cpu_args = cpu_arguments(schema, target_args, device, /*resizable_shared=*/true);
   for (size_t i = 0; i < cpu_args.size() && i < schema.arguments().size(); ++i) {
     if (!schema.arguments()[i].is_out() || !cpu_args[i].isTensor()) {
       continue;
     }
     const at::Tensor& npu_out = target_args[i].toTensor();
     const at::Tensor& cpu_out = cpu_args[i].toTensor();
-    // Not where the alias shares a storage with an input (SharedStorages.h):
-    // the kernel's overlap check must see that.
+    // Not where the alias is an input too, or shares its storage with one
+    // (SharedStorages.h): the kernel's overlap check must see that.
     if (is_npu(npu_out) && npu_out.layout() == c10::kStrided && npu_out.storage().data() != nullptr &&
-        !cpu_out.storage().resizable() && cpu_out.storage().use_count() == 1) {
+        !cpu_out.storage().resizable() && cpu_out.use_count() == 1 && cpu_out.storage().use_count() == 1) {
       cpu_args[i] = resizable_cpu_alias(npu_out);
     }
   }
@@ -590,6 +602,46 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
   state->results.clear();
   transfers.launch(stream, schema.name().c_str());
   count(ExecutionPath::DeviceSync, schema.name());
+}
+
+// True if the call must resize an out= argument that overlaps itself (an
+// expanded tensor) or shares memory with another argument. CPU kernels check
+// such an out before they resize it, and mostly refuse it ("unsupported
+// operation"); resized here to the meta kernel's shape first, it would pass
+// those checks and be written. run_sync lets the CPU kernel see it as given.
+bool resizes_an_overlapping_out(const c10::FunctionSchema& schema, const std::vector<IValue>& args,
+                                const OutputSpec& spec) {
+  const auto& returns = schema.returns();
+  for (size_t i = 0; i < returns.size() && i < spec.size(); ++i) {
+    const int alias = aliased_argument(schema, returns[i]);
+    if (alias < 0 || !returns[i].alias_info()->isWrite() || !schema.arguments()[alias].is_out()) {
+      continue;
+    }
+    const auto outs = tensors_of(args[alias]);
+    for (size_t k = 0; k < outs.size() && k < spec[i].size(); ++k) {
+      const at::Tensor& out = outs[k];
+      if (!spec[i][k].defined || out.sizes().equals(spec[i][k].sizes) || out.layout() != c10::kStrided) {
+        continue;
+      }
+      if (out.numel() > 0 && at::has_internal_overlap(out) == at::MemOverlap::Yes) {
+        return true;
+      }
+      for (size_t j = 0; j < args.size(); ++j) {
+        bool shared = false;
+        for_each_tensor(args[j], [&](const at::Tensor& t) {
+          if (!t.defined() || t.layout() != c10::kStrided || !t.has_storage()) {
+            return;
+          }
+          shared |= j != static_cast<size_t>(alias) && t.is_same(out);
+          shared |= out.numel() > 0 && t.numel() > 0 && !t.is_same(out) && t.storage().is_alias_of(out.storage());
+        });
+        if (shared) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
 }
 
 // TORCH_NPU_OPS_STRICT=1: an op that could only run synchronously for want
@@ -720,6 +772,10 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
         "torch-npu-ops strict mode (TORCH_NPU_OPS_STRICT=1): ", schema.name(),
         " has no meta kernel for these arguments, so it would run synchronously. "
         "Unset TORCH_NPU_OPS_STRICT to allow it.");
+    run_sync(target, args, device, stream, stack);
+    return;
+  }
+  if (resizes_an_overlapping_out(schema, args, *spec)) {
     run_sync(target, args, device, stream, stack);
     return;
   }
@@ -868,12 +924,17 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
                 keep_math_bits(out, out_bits[k].first, out_bits[k].second);
                 keep_geometry(out, geometry.data, geometry.sizes, geometry.strides);
               }
-            } catch (const std::exception&) {
+            } catch (const std::exception& error) {
               // Some out= kernels use `out` as scratch space of another shape
               // first (mse_loss.out resizes it to the input's shape before
               // reducing into it), which fixed-size device memory cannot be.
-              // Retry with host temporaries, then copy them to the device. A
-              // genuine error raises again.
+              // Retry with host temporaries, then copy them to the device.
+              // Only then: any other error is the kernel refusing the call
+              // (an out= overlapping an input), which host temporaries would
+              // silently get around.
+              if (std::strstr(error.what(), "Trying to resize storage that is not resizable") == nullptr) {
+                throw;
+              }
               s = Stack(cpu_args.begin(), cpu_args.end());
               std::vector<std::pair<at::Tensor, at::Tensor>> copies;
               for (const auto& [index, geometry] : out_args) {

@@ -60,7 +60,8 @@ at::Tensor SharedStorages::view(const at::Tensor& t) {
       // Not owning: the npu storage keeps the memory (the work item that
       // uses this view runs before the memory can be reused, in stream order).
       storage = c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
-                             c10::DataPtr(host, c10::Device(c10::DeviceType::CPU)), nullptr, /*resizable=*/false);
+                             c10::DataPtr(host, c10::Device(c10::DeviceType::CPU)),
+                             resizable_ ? c10::GetCPUAllocator() : nullptr, resizable_);
     } else {
       // Resizable: a meta kernel resizes its empty out= arguments (the CPU
       // views of those are not shared: see view()).

@@ -29,17 +29,20 @@ void storage_sharing_pattern(const std::vector<c10::IValue>& args, std::vector<u
 
 class SharedStorages {
  public:
-  explicit SharedStorages(c10::DeviceType device) : device_(device) {}
+  // `resizable`: CPU storages a kernel may resize (moving them to new host
+  // memory, for the synchronous path, which copies such results back).
+  explicit SharedStorages(c10::DeviceType device, bool resizable = false) : device_(device), resizable_(resizable) {}
 
   // npu tensor `t` seen on this object's device (CPU: over t's memory, to be
   // dereferenced only in device work; Meta: without data), on the one
   // storage of that device that stands for t's npu storage. CPU views are
-  // not resizable: give a tensor without memory (an empty out= the kernel
-  // resizes; it overlaps nothing) its own CPU tensor instead.
+  // resizable only if constructed so: give a tensor without memory (an empty
+  // out= the kernel resizes) its own CPU tensor instead.
   at::Tensor view(const at::Tensor& t);
 
  private:
   c10::DeviceType device_;
+  bool resizable_;
   std::unordered_map<const c10::StorageImpl*, c10::Storage> storages_;
 };
 

@@ -231,6 +231,27 @@ def test_launch_blocking_reports_device_errors_at_the_call(python_subprocess_env
     assert "raised at the call: index out of range in self" in result.stdout
 
 
+def test_strict_mode_refuses_an_op_that_would_run_synchronously(python_subprocess_env):
+    # geqrf has no meta kernel: without one, the output shapes are known only
+    # once the kernel ran, so the call would wait for the device.
+    code = """
+        import torch, torch_npu
+        x = torch.randn(4, 3).npu()
+        try:
+            torch.geqrf(x)
+            print("ran")
+        except RuntimeError as error:
+            print(error)
+        print(torch.nonzero(x > 0).shape[1])  # data-dependent: still allowed
+    """
+    result = python_subprocess_env(code, {"TORCH_NPU_OPS_STRICT": "1"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("torch-npu-ops strict mode (TORCH_NPU_OPS_STRICT=1): aten::geqrf has no meta kernel")
+    assert "Unset TORCH_NPU_OPS_STRICT to allow it." in lines[0]
+    assert lines[1] == "2"
+
+
 def test_strict_mode_allows_device_paths(python_subprocess_env):
     code = """
         import torch, torch_npu
