@@ -146,6 +146,17 @@ def _require_free_disk(session: nox.Session, venv: Path, needed: int) -> None:
 
 
 @nox.session(venv_backend="none")
+def opinfo_full(session: nox.Session) -> None:
+    """The whole OpInfo sweep in the default row (every CPU dtype, every
+    sample; test_opinfo_conformance.py): too long for CI, run before a release."""
+    python_exe = str(_row_env(MATRIX.default.torch, MATRIX.default.python) / "bin" / "python")
+    session.run(str(ROOT / "dev"), "setup", external=True)
+    _run_streaming(session, [python_exe, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                             str(ROOT / "packages" / "ops" / "tests" / "test_opinfo_conformance.py")],
+                   {"NPU_SIM_CHECKER": "1", "TORCH_NPU_OPINFO_FULL": "1"})
+
+
+@nox.session(venv_backend="none")
 def compat_check(session: nox.Session) -> None:
     """The tree agrees with compat/ (generated files, versions, pins)."""
     session.run(sys.executable, "-m", "compat", "check", external=True)

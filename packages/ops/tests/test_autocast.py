@@ -19,9 +19,21 @@ from _training_models import SmallGPT, images, small_cnn, tokens
 LOWER = [torch.float16, torch.bfloat16]
 
 
+_RAND_DEVICE = ["npu"]  # where rand() puts its tensors (see on_cpu)
+
+
 def rand(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed + sum(shape))
-    return torch.randn(*shape, generator=g).to(dtype).npu()
+    return torch.randn(*shape, generator=g).to(dtype).to(_RAND_DEVICE[0])
+
+
+def on_cpu(fn):
+    """fn() with rand() making the same tensors on the CPU."""
+    _RAND_DEVICE[0] = "cpu"
+    try:
+        return fn()
+    finally:
+        _RAND_DEVICE[0] = "npu"
 
 
 # --------------------------------------------------------------------------
@@ -144,6 +156,18 @@ def test_lower_precision_ops(name, dtype):
     # Computed from rounded inputs: close to the fp32 result, not equal.
     tol = 2e-2 if dtype == torch.float16 else 8e-2
     torch.testing.assert_close(actual.float().cpu(), expected.cpu(), atol=tol * 4, rtol=tol)
+    # Where CPU autocast casts the op the same way (all but mv, which only
+    # CUDA's list has), npu runs the CPU's kernel on the same inputs: equal.
+
+    def cpu_autocast():
+        with torch.autocast("cpu", dtype=dtype):
+            return fn()
+
+    on_the_cpu = on_cpu(cpu_autocast)
+    if on_the_cpu.dtype == dtype:
+        torch.testing.assert_close(actual.cpu(), on_the_cpu, atol=0, rtol=0)
+    else:
+        assert name == "mv", f"{name}: CPU autocast gives {on_the_cpu.dtype}"
 
 
 FP32_OPS = {

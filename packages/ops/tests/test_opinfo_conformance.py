@@ -424,8 +424,15 @@ def describe(sample, index: int) -> str:
     return text if len(text) < 300 else text[:297] + "..."
 
 
-def run_sample(op, sample, index: int, backward: bool) -> None:
-    """Raises AssertionError (or the npu error) when npu and CPU disagree."""
+# What a passing sample checked: its values (and gradients), only the
+# structure, shapes and dtypes of a random op's results, or only that npu
+# refuses it with the CPU's exception type.
+VALUES, STRUCTURE, RAISED = "values", "structure", "raised"
+
+
+def run_sample(op, sample, index: int, backward: bool) -> str:
+    """What was compared (VALUES, STRUCTURE or RAISED); raises AssertionError
+    (or the npu error) when npu and CPU disagree."""
     mirror = Mirror()
     npu_input, npu_args, npu_kwargs = mirror.sample(op, sample)
     values = not sample_is_random(op, sample)
@@ -436,9 +443,14 @@ def run_sample(op, sample, index: int, backward: bool) -> None:
         try:
             op(npu_input, *npu_args, **npu_kwargs)
             torch.npu.synchronize()
-        except Exception:  # noqa: BLE001
-            return  # both reject the sample
+        except Exception as npu_error:  # noqa: BLE001
+            if not isinstance(npu_error, type(cpu_error)):
+                raise AssertionError(
+                    f"the CPU raised {type(cpu_error).__name__}: {cpu_error}; "
+                    f"npu raised {type(npu_error).__name__}: {npu_error}") from None
+            return RAISED  # both reject the sample
         raise AssertionError(f"the CPU raised {type(cpu_error).__name__}: {cpu_error}, npu did not")
+    checked = VALUES if values else STRUCTURE
 
     if flat_tensors([npu_input, npu_args, npu_kwargs]) or "device" in npu_kwargs:
         result = op(npu_input, *npu_args, **npu_kwargs)
@@ -452,7 +464,7 @@ def run_sample(op, sample, index: int, backward: bool) -> None:
     compare(actual, expected, values=values)
 
     if not backward:
-        return
+        return checked
     expected_out = flat_tensors(sample.output_process_fn_grad(expected))
     actual_out = flat_tensors(sample.output_process_fn_grad(result))
     if len(actual_out) != len(expected_out):
@@ -460,7 +472,7 @@ def run_sample(op, sample, index: int, backward: bool) -> None:
     picked = differentiable(expected_out)
     leaves = cpu_leaves(sample)
     if not picked or not leaves:
-        return
+        return checked
     by_cpu = {id(c): n for c, n in mirror.leaves}
     npu_leaves = [by_cpu[id(t)] for t in leaves]
     weights = grad_outputs([expected_out[i] for i in picked], seed=index)
@@ -473,7 +485,7 @@ def run_sample(op, sample, index: int, backward: bool) -> None:
                 [actual_out[i] for i in picked], npu_leaves, [w.npu() for w in weights], allow_unused=True)
             torch.npu.synchronize()
         except Exception:  # noqa: BLE001
-            return
+            return checked
         raise AssertionError("the CPU backward raised, npu's did not")
     if not all(actual_out[i].requires_grad for i in picked):
         raise AssertionError("an npu result does not require grad where the CPU's does")
@@ -486,31 +498,40 @@ def run_sample(op, sample, index: int, backward: bool) -> None:
         if a is not None:
             compare(to_host(a), e, values=values, path=f"grad[{k}]")
     torch.npu.synchronize()
+    return checked
 
 
-def run_dtype(op, dtype: torch.dtype) -> str | None:
-    """None if every sample passes, else the first failure's description."""
+def run_dtype(op, dtype: torch.dtype, checked: set[str]) -> str | None:
+    """None if every sample passes, else the first failure's description and
+    how many of the samples failed (all samples run: a failure does not hide
+    the later ones). Adds to `checked` what the passing samples compared."""
     backward = (
         op.supports_autograd
         and (dtype.is_floating_point or dtype.is_complex)
         and dtype in op.supported_backward_dtypes("cpu")
     )
+    first, failed, ran = None, 0, 0
     try:
         samples = op.sample_inputs("cpu", dtype, requires_grad=backward)
         for index, sample in enumerate(itertools.islice(samples, MAX_SAMPLES)):
+            ran += 1
             try:
-                run_sample(op, sample, index, backward)
+                checked.add(run_sample(op, sample, index, backward))
             except Exception as error:  # noqa: BLE001
                 try:
                     torch.npu.synchronize()  # clear a pending device error
                 except Exception:  # noqa: BLE001
                     pass
-                message = str(error).strip().splitlines()
-                head = " / ".join(line.strip() for line in message[:4] if line.strip())
-                return f"{describe(sample, index)}: {type(error).__name__}: {head[:600]}"
+                failed += 1
+                if first is None:
+                    message = str(error).strip().splitlines()
+                    head = " / ".join(line.strip() for line in message[:4] if line.strip())
+                    first = f"{describe(sample, index)}: {type(error).__name__}: {head[:600]}"
     except Exception as error:  # noqa: BLE001  making samples failed
         return f"sample inputs: {type(error).__name__}: {error}"
-    return None
+    if first is None:
+        return None
+    return f"{first} ({failed} of {ran} samples fail)"
 
 
 # ---------------------------------------------------------------------------
@@ -542,10 +563,14 @@ def test_opinfo(op, record_property):
     name = entry_name(op)
     dtypes = [dtype_name(d) for d in dtypes_to_test(op)]
     failures = {}
+    checked: set[str] = set()
     for dtype in dtypes_to_test(op):
-        message = run_dtype(op, dtype)
+        message = run_dtype(op, dtype, checked)
         if message is not None:
             failures[dtype_name(dtype)] = message
+    # The summary counts an entry as matching the CPU only if some sample's
+    # values were compared (conftest.py).
+    record_property("opinfo_checked", sorted(checked))
     if not dtypes:
         # A CUDA-only OpInfo: there is no CPU result to compare with. It
         # fails (as a known failure) rather than passing vacuously.
