@@ -56,6 +56,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_modules import module_db, modules
 from torch.testing._internal.common_utils import TestCase
 from torch.testing._internal.opinfo.core import DecorateInfo
+from torch.utils._pytree import tree_leaves
 
 KNOWN_FILE = pathlib.Path(__file__).with_name("contract_known_failures.json")
 SAMPLES = 3
@@ -115,13 +116,7 @@ def _synchronize(device: str) -> None:
 
 
 def _tensors(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
+    return [t for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
 def _samples(op, device, dtype, count=SAMPLES, **kwargs):
@@ -374,16 +369,6 @@ def _random(op, sample) -> bool:
         return sample.kwargs.get("training", True) and len(sample.args) > 9 and sample.args[9] > 0
     dropout = sample.kwargs.get("dropout_p") or 0.0
     return op.name == "nn.functional.scaled_dot_product_attention" and dropout > 0
-
-
-def _to_cpu(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(_to_cpu(v) for v in value))
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_cpu(v) for v in value)
-    return value
 
 
 def _materialize(module, args, kwargs):
