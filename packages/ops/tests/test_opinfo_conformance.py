@@ -78,6 +78,7 @@ import pytest
 import torch
 
 import torch_npu  # noqa: F401
+from _random_ops import RANDOM_OPS
 
 try:
     from torch.testing._internal.common_methods_invocations import op_db
@@ -104,23 +105,10 @@ def _max_samples() -> int | None:
 
 MAX_SAMPLES = _max_samples()
 
-# Random ops: their VALUES ARE NOT COMPARED (npu draws from its own generator,
-# and empty* returns uninitialised memory); only the structure, shapes and
-# dtypes of results and gradients are. These are the OpInfos whose ATen op
-# (if any) is not tagged nondeterministic_seeded; is_random() adds the tagged
-# ones.
-RANDOM_OPS = {
-    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
-    "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
-    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout", "nn.functional.rrelu",
-    "bernoulli", "multinomial", "normal", "uniform", "cauchy", "exponential", "geometric",
-    "log_normal", "rand_like", "randn", "randn_like", "randint", "randint_like",
-    # random pooling regions unless the sample passes _random_samples
-    "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
-    # randomized algorithms (random projections): results are unique only up
-    # to the phase of complex singular vectors
-    "svd_lowrank", "pca_lowrank",
-}
+# Random ops (_random_ops.RANDOM_OPS): their VALUES ARE NOT COMPARED; only
+# the structure, shapes and dtypes of results and gradients are. The list
+# holds the OpInfos whose ATen op (if any) is not tagged
+# nondeterministic_seeded; is_random() adds the tagged ones.
 
 # Tensor arguments (positions in sample.args) that the op requires on the
 # host, as on CUDA: they are not moved to npu.
