@@ -4,7 +4,9 @@
   the build pins that follow torch, the default row;
 - ``cann_features.toml``: which CANN release introduced which feature;
 - ``runs.json``: passing runs of row sessions, written by
-  ``python -m compat record`` (nox does it with ``COMPAT_RECORD=1``).
+  ``python -m compat record`` (nox does it with ``COMPAT_RECORD=1``). A run
+  names the commit it tested and a fingerprint of the test suite it ran; a
+  row reads as tested only while that fingerprint is the current suite's.
 
 Only the standard library (tomllib; tomli on Python 3.10) and core's standalone
 ``torch_npu/_cann_version.py`` (loaded by path: core need not be installed).
@@ -12,8 +14,11 @@ Only the standard library (tomllib; tomli on Python 3.10) and core's standalone
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import re
+import subprocess
 import sys
 try:
     import tomllib
@@ -32,7 +37,8 @@ RUNS_FILE = COMPAT_DIR / "runs.json"
 SUPPORTED = "supported"
 UNSUPPORTED = "unsupported"
 # Displayed status of a row.
-TESTED = "tested"
+TESTED = "tested"  # a passing run of the current test suite is recorded
+STALE = "stale"  # the recorded run ran an older suite: "last tested at <commit>"
 UNTESTED = "untested"
 
 
@@ -80,9 +86,9 @@ class Row:
 
 @dataclass(frozen=True)
 class RowStatus:
-    status: str  # TESTED, UNTESTED or UNSUPPORTED
+    status: str  # TESTED, STALE, UNTESTED or UNSUPPORTED
     reason: str = ""  # for UNSUPPORTED
-    run: Optional[Dict[str, Any]] = None  # the latest passing run, for TESTED
+    run: Optional[Dict[str, Any]] = None  # the latest passing run, for TESTED and STALE
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,7 @@ class Matrix:
     unsupported: Dict[Row, str] = field(default_factory=dict)  # row -> reason
     features: List[Feature] = field(default_factory=list)
     runs: List[Dict[str, Any]] = field(default_factory=list)
+    suite: str = ""  # suite_fingerprint() of the tree the matrix was loaded from
 
     # ---- queries ---------------------------------------------------------
     @property
@@ -131,9 +138,11 @@ class Matrix:
         if row not in self.supported:
             raise MatrixError(f"{row.key} is not a row of the matrix")
         runs = [r for r in self.runs if r.get("row") == row.key]
-        if runs:
-            return RowStatus(TESTED, run=max(runs, key=lambda r: r.get("date", "")))
-        return RowStatus(UNTESTED)
+        if not runs:
+            return RowStatus(UNTESTED)
+        run = max(runs, key=lambda r: r.get("date", ""))
+        current = run.get("suite") is not None and run.get("suite") == self.suite
+        return RowStatus(TESTED if current else STALE, run=run)
 
     def find_row(self, torch: str, cann: str, python: str) -> Optional[Row]:
         row = Row(torch, cann, python)
@@ -227,7 +236,48 @@ def load(
     matrix.features.sort(key=lambda f: (CannVersion(f.since), f.name))
     if runs_file.exists():
         matrix.runs = list(json.loads(runs_file.read_text()).get("runs", []))
+    matrix.suite = suite_fingerprint()
     return matrix
+
+
+def _suite_files(root: Path) -> List[Path]:
+    dirs = sorted(root.glob("packages/*/tests")) + [root / "tests"]
+    return sorted(f for d in dirs if d.is_dir() for f in d.rglob("*")
+                  if f.is_file() and "__pycache__" not in f.parts)
+
+
+def suite_fingerprint(root: Path = ROOT) -> str:
+    """A hash of every file of the test suites (``packages/*/tests``, ``tests``):
+    a recorded run vouches for a row only while the suite it ran is this one."""
+    digest = hashlib.sha256()
+    for path in _suite_files(root):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def current_commit(root: Path = ROOT) -> str:
+    """The short hash of the checked-out commit, "+dirty" when the tree has
+    uncommitted changes; "unknown" outside a git checkout."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    try:
+        commit = git("rev-parse", "--short=10", "HEAD")
+        # Recording a row rewrites runs.json and what is rendered from it; a
+        # matrix run records several rows, each on the same commit.
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                         ":!compat/runs.json", ":!COMPATIBILITY.en.md",
+                         ":!packages/core/torch_npu/_compat_data.py"))
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def passed_count(summary: str) -> Optional[int]:
+    """The number of passed tests in a pytest summary line, or None."""
+    found = re.search(r"(\d+) passed", summary)
+    return int(found.group(1)) if found else None
 
 
 def record_run(row: Row, command: str, summary: str, versions: Dict[str, str],
@@ -236,6 +286,8 @@ def record_run(row: Row, command: str, summary: str, versions: Dict[str, str],
     data = json.loads(runs_file.read_text()) if runs_file.exists() else {"runs": []}
     runs = [r for r in data.get("runs", []) if r.get("row") != row.key]
     runs.append({"row": row.key, "date": date, "command": command,
-                 "summary": summary, "versions": dict(sorted(versions.items()))})
+                 "summary": summary, "passed": passed_count(summary),
+                 "commit": current_commit(), "suite": suite_fingerprint(),
+                 "versions": dict(sorted(versions.items()))})
     runs.sort(key=lambda r: r["row"])
     runs_file.write_text(json.dumps({"runs": runs}, indent=2) + "\n")

@@ -13,9 +13,9 @@ compat check fails when one differs from what :func:`generated_files` gives.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List
 
-from .matrix import ROOT, TESTED, UNSUPPORTED, CannVersion, Matrix, Row
+from .matrix import ROOT, STALE, TESTED, UNSUPPORTED, CannVersion, Matrix, Row
 
 DOC_FILE = ROOT / "COMPATIBILITY.en.md"
 CORE_DATA_FILE = ROOT / "packages/core/torch_npu/_compat_data.py"
@@ -28,9 +28,17 @@ def _cell(matrix: Matrix, row: Row) -> str:
     status = matrix.status(row)
     if status.status == TESTED:
         return f"tested {status.run['date']}"
+    if status.status == STALE:
+        return f"last tested at {_tested_at(status.run)}"
     if status.status == UNSUPPORTED:
         return "unsupported"
     return "untested"
+
+
+def _tested_at(run: Dict[str, Any]) -> str:
+    """Where a recorded run was made: its commit, or its date for records
+    made before runs named their commit."""
+    return run.get("commit") or run["date"]
 
 
 def render_doc(matrix: Matrix) -> str:
@@ -44,7 +52,11 @@ def render_doc(matrix: Matrix) -> str:
         "`runs.json`); this page, the table torch_npu ships and the simulator's",
         "CANN feature gates are generated from it, and CI fails when they disagree.",
         "",
-        "- **tested DATE**: the row's nox session passed on that date (command below);",
+        "- **tested DATE**: the row's nox session passed on that date with the",
+        "  current test suite (command, commit and count below);",
+        "- **last tested at COMMIT**: a passing run is recorded, but the test suite",
+        "  has changed since (`python -m compat` compares a hash of every test file);",
+        "  the row needs a new run before it counts as tested;",
         "- **untested**: meant to work, no passing run recorded (on this project's",
         "  machines only torch 2.13.0 and 2.14.1 for Python 3.11 are on local disk;",
         "  other rows run with `NOX_ALLOW_TORCH_DOWNLOAD=1`, which installs PyPI's",
@@ -76,15 +88,18 @@ def render_doc(matrix: Matrix) -> str:
             out.append(f"| {python} | " + " | ".join(cells) + " |")
         out.append("")
 
-    tested = [(r, matrix.status(r).run) for r in rows if matrix.status(r).status == TESTED]
+    recorded = [(r, matrix.status(r)) for r in rows if matrix.status(r).status in (TESTED, STALE)]
     out += ["## Recorded runs", ""]
-    if tested:
-        for row, run in tested:
+    if recorded:
+        for row, status in recorded:
+            run = status.run
             versions = ", ".join(f"{k} {v}" for k, v in run.get("versions", {}).items())
+            where = f"commit {run['commit']}" if run.get("commit") else "commit not recorded"
+            stale = "" if status.status == TESTED else " **The test suite has changed since.**"
             out += [
                 f"- torch {row.torch}, CANN {row.cann}, Python {row.python}: "
-                f"{run['date']}, `{run['command']}`: {run.get('summary', '')}"
-                + (f" ({versions})" if versions else ""),
+                f"{run['date']}, {where}, `{run['command']}`: {run.get('summary', '')}"
+                + (f" ({versions})" if versions else "") + "." + stale,
             ]
     else:
         out.append("None yet.")
@@ -158,13 +173,16 @@ def render_core_data(matrix: Matrix) -> str:
         f'"""The compatibility matrix and CANN feature table. {_HEADER_NOTE}"""',
         "",
         "# (torch, cann, python) -> (status, detail): status is 'tested' (detail:",
-        "# date and command), 'untested' or 'unsupported' (detail: the reason).",
+        "# date and command), 'stale' (a run of an older test suite; detail: where",
+        "# it was last tested), 'untested' or 'unsupported' (detail: the reason).",
         "ROWS = {",
     ]
     for row in matrix.rows:
         status = matrix.status(row)
         if status.status == TESTED:
             detail = f"{status.run['date']}: {status.run['command']}"
+        elif status.status == STALE:
+            detail = f"last tested at {_tested_at(status.run)}; the test suite has changed since"
         elif status.status == UNSUPPORTED:
             detail = status.reason
         else:

@@ -13,7 +13,9 @@ sys.path.insert(0, str(ROOT))
 
 from compat import local_wheels  # noqa: E402
 from compat.check import check_cann_axis, check_generated, check_runs, check_version_txt  # noqa: E402
-from compat.matrix import TESTED, UNSUPPORTED, UNTESTED, MatrixError, Row, load, record_run  # noqa: E402
+from compat.matrix import (  # noqa: E402
+    STALE, TESTED, UNSUPPORTED, UNTESTED, MatrixError, Row, current_commit, load, record_run, suite_fingerprint,
+)
 from compat.render import render_core_data, render_doc, render_simulator_table  # noqa: E402
 
 
@@ -62,20 +64,54 @@ def test_malformed_matrices_are_rejected(tmp_path):
 
 def test_recorded_run_makes_a_row_tested_everywhere(matrix, tmp_path):
     row = Row("2.13.0", "8.5.0", "3.11")
-    assert matrix.status(row).status in (UNTESTED, TESTED)
+    assert matrix.status(row).status in (UNTESTED, TESTED, STALE)
     runs = tmp_path / "runs.json"
-    record_run(row, 'nox -s "tests(...)"', "12 passed", {"torch": "2.13.0+cpu"}, "2031-01-02", runs)
+    record_run(row, 'nox -s "tests(...)"', "12 passed, 1 skipped", {"torch": "2.13.0+cpu"}, "2031-01-02", runs)
     matrix.runs = json.loads(runs.read_text())["runs"]
     status = matrix.status(row)
     assert status.status == TESTED and status.run["date"] == "2031-01-02"
+    # the record names what it vouches for: the commit, the suite, the count
+    assert status.run["commit"] == current_commit() and status.run["passed"] == 12
+    assert status.run["suite"] == suite_fingerprint() == matrix.suite
     doc = render_doc(matrix)
     assert "tested 2031-01-02" in doc
-    assert "CANN 8.5.0, Python 3.11: 2031-01-02, `nox -s \"tests(...)\"`: 12 passed (torch 2.13.0+cpu)" in doc
+    assert (f"CANN 8.5.0, Python 3.11: 2031-01-02, commit {current_commit()}, `nox -s \"tests(...)\"`: "
+            "12 passed, 1 skipped (torch 2.13.0+cpu).") in doc
     assert "('2.13.0', '8.5.0', '3.11'): ('tested', '2031-01-02: nox -s \"tests(...)\"')" in render_core_data(matrix)
     # the committed files no longer match: the check says to render
     problems = check_generated(matrix)
     assert any("COMPATIBILITY.en.md differs" in p and "python -m compat render" in p for p in problems)
     assert check_runs(matrix) == []
+
+
+def test_a_run_of_another_test_suite_no_longer_counts_as_tested(matrix, tmp_path):
+    row = Row("2.13.0", "8.5.0", "3.11")
+    runs = tmp_path / "runs.json"
+    record_run(row, "./dev test", "12 passed", {}, "2031-01-02", runs)
+    matrix.runs = json.loads(runs.read_text())["runs"]
+    matrix.runs[0]["commit"] = "0123456789"
+    matrix.suite = "another suite"  # what a changed test file does
+    status = matrix.status(row)
+    assert status.status == STALE
+    assert "last tested at 0123456789" in render_doc(matrix)
+    assert "The test suite has changed since." in render_doc(matrix)
+    assert "'stale', 'last tested at 0123456789; the test suite has changed since'" in render_core_data(matrix)
+    del matrix.runs[0]["suite"]  # a record from before runs named their suite
+    matrix.suite = suite_fingerprint()
+    assert matrix.status(row).status == STALE
+
+
+def test_suite_fingerprint_follows_every_test_file(tmp_path):
+    (tmp_path / "packages/core/tests").mkdir(parents=True)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_a.py").write_text("def test_a(): assert True\n")
+    (tmp_path / "packages/core/tests/data.json").write_text("{}")
+    before = suite_fingerprint(tmp_path)
+    (tmp_path / "packages/core/tests/__pycache__").mkdir()
+    (tmp_path / "packages/core/tests/__pycache__/x.pyc").write_bytes(b"0")
+    assert suite_fingerprint(tmp_path) == before  # bytecode is no test
+    (tmp_path / "packages/core/tests/data.json").write_text("{ }")
+    assert suite_fingerprint(tmp_path) != before
 
 
 def test_check_catches_disagreements(matrix):

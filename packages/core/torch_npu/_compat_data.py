@@ -1,24 +1,25 @@
 """The compatibility matrix and CANN feature table. Generated from compat/ by `python -m compat render`; do not edit by hand."""
 
 # (torch, cann, python) -> (status, detail): status is 'tested' (detail:
-# date and command), 'untested' or 'unsupported' (detail: the reason).
+# date and command), 'stale' (a run of an older test suite; detail: where
+# it was last tested), 'untested' or 'unsupported' (detail: the reason).
 ROWS = {
     ('2.13.0', '8.0.0', '3.10'): ('untested', ''),
     ('2.13.0', '8.1.RC1', '3.10'): ('untested', ''),
     ('2.13.0', '8.5.0', '3.10'): ('untested', ''),
-    ('2.13.0', '9.0.0', '3.10'): ('tested', '2026-12-03: PYENV_VERSION=3.10:3.11:3.12:3.13 NOX_ALLOW_TORCH_DOWNLOAD=1 nox -s "tests(torch=\'2.13.0\', cann=\'9.0.0\', python=\'3.10\')" -- packages/core/tests packages/distributed/tests packages/graph/tests packages/ops/tests packages/profiler/tests tests --ignore=packages/ops/tests/test_opinfo_conformance.py -q'),
-    ('2.13.0', '8.0.0', '3.11'): ('tested', '2026-12-03: nox -s "tests(torch=\'2.13.0\', cann=\'8.0.0\', python=\'3.11\')" -- packages/core/tests packages/distributed/tests packages/graph/tests packages/ops/tests packages/profiler/tests tests --ignore=packages/ops/tests/test_opinfo_conformance.py -q'),
-    ('2.13.0', '8.1.RC1', '3.11'): ('tested', '2026-12-03: nox -s "tests(torch=\'2.13.0\', cann=\'8.1.RC1\', python=\'3.11\')" -- packages/core/tests packages/distributed/tests packages/graph/tests packages/ops/tests packages/profiler/tests tests --ignore=packages/ops/tests/test_opinfo_conformance.py -q'),
-    ('2.13.0', '8.5.0', '3.11'): ('tested', '2026-12-03: nox -s "tests(torch=\'2.13.0\', cann=\'8.5.0\', python=\'3.11\')" -- packages/core/tests packages/distributed/tests packages/graph/tests packages/ops/tests packages/profiler/tests tests --ignore=packages/ops/tests/test_opinfo_conformance.py -q'),
-    ('2.13.0', '9.0.0', '3.11'): ('tested', '2026-12-03: ./dev test'),
+    ('2.13.0', '9.0.0', '3.10'): ('stale', 'last tested at 2026-12-03; the test suite has changed since'),
+    ('2.13.0', '8.0.0', '3.11'): ('stale', 'last tested at 2026-12-03; the test suite has changed since'),
+    ('2.13.0', '8.1.RC1', '3.11'): ('stale', 'last tested at 2026-12-03; the test suite has changed since'),
+    ('2.13.0', '8.5.0', '3.11'): ('stale', 'last tested at 2026-12-03; the test suite has changed since'),
+    ('2.13.0', '9.0.0', '3.11'): ('stale', 'last tested at 2026-12-03; the test suite has changed since'),
     ('2.13.0', '8.0.0', '3.12'): ('untested', ''),
     ('2.13.0', '8.1.RC1', '3.12'): ('untested', ''),
     ('2.13.0', '8.5.0', '3.12'): ('untested', ''),
-    ('2.13.0', '9.0.0', '3.12'): ('tested', '2026-12-03: PYENV_VERSION=3.10:3.11:3.12:3.13 NOX_ALLOW_TORCH_DOWNLOAD=1 nox -s "tests(torch=\'2.13.0\', cann=\'9.0.0\', python=\'3.12\')" -- packages/core/tests packages/distributed/tests packages/graph/tests packages/ops/tests packages/profiler/tests tests --ignore=packages/ops/tests/test_opinfo_conformance.py -q'),
+    ('2.13.0', '9.0.0', '3.12'): ('stale', 'last tested at 2026-12-03; the test suite has changed since'),
     ('2.13.0', '8.0.0', '3.13'): ('untested', ''),
     ('2.13.0', '8.1.RC1', '3.13'): ('untested', ''),
     ('2.13.0', '8.5.0', '3.13'): ('untested', ''),
-    ('2.13.0', '9.0.0', '3.13'): ('tested', '2026-12-03: PYENV_VERSION=3.10:3.11:3.12:3.13 NOX_ALLOW_TORCH_DOWNLOAD=1 nox -s "tests(torch=\'2.13.0\', cann=\'9.0.0\', python=\'3.13\')" -- packages/core/tests packages/distributed/tests packages/graph/tests packages/ops/tests packages/profiler/tests tests --ignore=packages/ops/tests/test_opinfo_conformance.py -q'),
+    ('2.13.0', '9.0.0', '3.13'): ('stale', 'last tested at 2026-12-03; the test suite has changed since'),
     ('2.14.1', '8.0.0', '3.10'): ('untested', ''),
     ('2.14.1', '8.1.RC1', '3.10'): ('untested', ''),
     ('2.14.1', '8.5.0', '3.10'): ('untested', ''),
@@ -26,7 +27,7 @@ ROWS = {
     ('2.14.1', '8.0.0', '3.11'): ('untested', ''),
     ('2.14.1', '8.1.RC1', '3.11'): ('untested', ''),
     ('2.14.1', '8.5.0', '3.11'): ('untested', ''),
-    ('2.14.1', '9.0.0', '3.11'): ('tested', '2026-12-03: nox -s "tests(torch=\'2.14.1\', cann=\'9.0.0\', python=\'3.11\')" -- packages/core/tests packages/distributed/tests packages/graph/tests packages/ops/tests packages/profiler/tests tests --ignore=packages/ops/tests/test_opinfo_conformance.py -q'),
+    ('2.14.1', '9.0.0', '3.11'): ('stale', 'last tested at 2026-12-03; the test suite has changed since'),
     ('2.14.1', '8.0.0', '3.12'): ('untested', ''),
     ('2.14.1', '8.1.RC1', '3.12'): ('untested', ''),
     ('2.14.1', '8.5.0', '3.12'): ('untested', ''),

@@ -19,7 +19,7 @@ def _release(version: str) -> str:
 
 def match_row(torch_version: str, cann_version: str, python_version: str) -> Dict[str, str]:
     """``{"row", "status", "detail"}`` for the environment; status is the
-    row's ("tested", "untested", "unsupported") or "not in the matrix"."""
+    row's ("tested", "stale", "untested", "unsupported") or "not in the matrix"."""
     python = ".".join(python_version.split(".")[:2])
     key = (_release(torch_version), cann_version, python)
     row = f"torch {key[0]}, CANN {key[1]}, Python {key[2]}"
