@@ -9,6 +9,7 @@
 #include "PythonMetaWarmup.h"
 #include "SparseTensors.h"
 #include "aten/MissingKernelFallback.h"
+#include "npu/NPUFunctions.h"
 
 namespace py = pybind11;
 
@@ -25,6 +26,9 @@ PYBIND11_MODULE(_C, m) {
     // Before any device work: CPU kernels running as device work then
     // allocate device memory (and may compute results in their outputs).
     torch_npu_ops::install_kernel_allocator();
+    // A process's first device use (a model moved to npu) starts the meta
+    // kernels' imports, which then overlap the script's own setup.
+    c10_npu::call_after_init([] { torch_npu_ops::meta_kernels_ready(); });
   });
   m.def("_execution_counters", &torch_npu_ops::counters);
   m.def("_set_meta_kernels_ready", &torch_npu_ops::set_meta_kernels_ready);

@@ -8,10 +8,13 @@
 // through torch._check) or torch._dynamo (~1 s, through the decompositions'
 // _disable_dynamo): a user's first convolution or cross_entropy on npu took
 // a second where the CPU or CUDA take a millisecond (they run no meta
-// kernel). The first executor op therefore starts those imports on a
-// background thread (torch_npu/ops/_meta_warmup.py); until they are done,
-// the executor runs ops synchronously (their CPU kernel gives the shapes),
-// and from then on asynchronously with meta kernels as usual.
+// kernel). The process's first device use (the runtime's initialisation,
+// c10_npu::call_after_init; typically a model moved to npu) therefore starts
+// those imports on a background thread (torch_npu/ops/_meta_warmup.py), so
+// that they overlap the script's own setup (optimizer, data loader); the
+// first executor op starts them if nothing did. Until they are done, the
+// executor runs ops synchronously (their CPU kernel gives the shapes), and
+// from then on asynchronously with meta kernels as usual.
 #pragma once
 
 namespace torch_npu_ops {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include <c10/util/Exception.h>
 
@@ -20,6 +21,21 @@ std::atomic<bool> g_in_bad_fork{false};
 std::once_flag g_init_flag;
 std::mutex g_device_init_mutex;
 std::array<std::atomic<bool>, kMaxDevices> g_device_initialized{};
+
+// call_after_init's callbacks until the runtime is initialised.
+std::mutex g_after_init_mutex;
+std::vector<std::function<void()>> g_after_init;
+
+void run_after_init_callbacks() {
+  std::vector<std::function<void()>> callbacks;
+  {
+    std::lock_guard<std::mutex> guard(g_after_init_mutex);
+    callbacks.swap(g_after_init);
+  }
+  for (auto& callback : callbacks) {
+    callback();
+  }
+}
 
 // The thread's current device as torch sees it, and the device the runtime
 // was last told about on this thread (acl contexts are per thread).
@@ -86,14 +102,32 @@ void lazy_init() {
   if (g_initialized.load(std::memory_order_acquire)) {
     return;
   }
-  std::call_once(g_init_flag, [] {
+  bool initialised_here = false;
+  std::call_once(g_init_flag, [&initialised_here] {
     const aclError err = acl::api().aclInit(nullptr);
     if (err != ACL_SUCCESS && err != ACL_ERROR_REPEAT_INITIALIZE) {
       NPU_CHECK(err);
     }
     pthread_atfork(nullptr, nullptr, &on_fork_child);
     g_initialized.store(true, std::memory_order_release);
+    initialised_here = true;
   });
+  // Outside call_once: a callback that takes the GIL must not hold the once
+  // flag another thread may wait on with the GIL held.
+  if (initialised_here) {
+    run_after_init_callbacks();
+  }
+}
+
+void call_after_init(std::function<void()> callback) {
+  {
+    std::lock_guard<std::mutex> guard(g_after_init_mutex);
+    if (!g_initialized.load(std::memory_order_acquire)) {
+      g_after_init.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback();
 }
 
 void ensure_device_context(c10::DeviceIndex index) {

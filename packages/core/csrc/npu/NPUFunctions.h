@@ -2,6 +2,8 @@
 // device, lazy initialisation, synchronisation, fork safety.
 #pragma once
 
+#include <functional>
+
 #include <c10/core/Device.h>
 
 #include "npu/Macros.h"
@@ -39,6 +41,14 @@ TORCH_NPU_API bool is_device_initialized(c10::DeviceIndex index);
 // forked child of a process that had initialised the NPU.
 TORCH_NPU_API void lazy_init();
 TORCH_NPU_API bool is_initialized();
+
+// Runs `callback` once this process has initialised the runtime (at once if
+// it already has), on the thread that initialised it and after lazy_init's
+// own work: a callback may take the GIL or call back into the runtime.
+// Plugins use it to start work that only a process using the device needs
+// (ops: Note [Python meta kernels and the first op]). A callback must not
+// throw.
+TORCH_NPU_API void call_after_init(std::function<void()> callback);
 TORCH_NPU_API bool is_in_bad_fork();
 
 // Waits for all work of every stream of `index` (current device if -1).

@@ -1,7 +1,8 @@
 """The background imports of Note [Python meta kernels and the first op]
 (csrc/PythonMetaWarmup.h).
 
-The generic executor calls :func:`start` at its first op. The thread
+The runtime's initialisation (the process's first device use) calls
+:func:`start`, or else the generic executor at its first op. The thread
 imports what torch's Python meta kernels import on their first call
 (sympy through ``torch._check``, ``torch._dynamo`` through the
 decompositions), then tells the executor, which runs ops synchronously
