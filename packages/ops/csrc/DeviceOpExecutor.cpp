@@ -73,7 +73,7 @@ void keep_requires_grad(at::Tensor& alias, const at::Tensor& t) {
 
 // The dispatcher state a CPU kernel runs in, on whichever thread runs the
 // work (the stream's worker, or a synchronizing host thread; see
-// NPU_SIM_WORK_AWAITED): what the CPU gives it below autograd, with the
+// c10_npu::WorkFlags::Awaited): what the CPU gives it below autograd, with the
 // caller's grad mode. The host's own state (autocast, Python modes) stays
 // out: they see the npu op, not the CPU ops inside its kernel.
 struct BelowAutograd {
@@ -433,8 +433,22 @@ std::vector<IValue> cpu_arguments(
   return out;
 }
 
-Stack as_stack(std::vector<IValue>& args) {
-  return Stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+// A kernel's stack from a work item's first `count` arguments (all by
+// default): copied, never moved out, and each generator a fresh copy of the
+// one made at launch (Note [Device work items run many times]: the item may
+// run again, and the kernel advances the generator it gets).
+Stack as_stack(const std::vector<IValue>& args, size_t count = SIZE_MAX) {
+  count = std::min(count, args.size());
+  Stack stack;
+  stack.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (args[i].isGenerator()) {
+      stack.emplace_back(args[i].toGenerator().clone());
+    } else {
+      stack.push_back(args[i]);
+    }
+  }
+  return stack;
 }
 
 // The results of a synchronous op, moved into npu memory by device work.
@@ -472,11 +486,13 @@ class ResultTransfers {
     if (copies_.empty()) {
       return;
     }
-    c10_npu::launch_host_work(stream, name, [copies = std::move(copies_)]() mutable {
+    // The kernel's memory is freed with the item, when the runtime releases
+    // it (on the worker, after its last run: no later work can still be
+    // using that memory).
+    c10_npu::launch_host_work(stream, name, [copies = std::move(copies_)] {
       for (const auto& [npu, result] : copies) {
         copy_result(npu, result);
       }
-      copies.clear(); // frees the kernel's memory
     });
   }
 
@@ -549,7 +565,7 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
           state->error = std::current_exception();
         }
       },
-      nullptr, NPU_SIM_WORK_AWAITED);
+      nullptr, c10_npu::WorkFlags::Awaited);
   stream.synchronize(); // an error of earlier work names its own launch
   for (const c10::Warning& warning : state->verification.warnings) {
     c10::warn(warning); // Python's warnings, as the CPU kernel's
@@ -863,7 +879,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
           const BelowAutograd autograd(grad_enabled);
           KernelAllocationScope allocations;
           try {
-            Stack s(cpu_args.begin(), cpu_args.end());
+            Stack s = as_stack(cpu_args);
             {
               ResizedOutputWatch watch;
               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
@@ -886,7 +902,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
             deny_out_variant(functional);
             // The failed kernel may have changed the outputs' sizes before
             // giving up: view the device memory afresh with its geometry.
-            Stack s(cpu_args.begin(), cpu_args.end() - static_cast<std::ptrdiff_t>(num_outputs));
+            Stack s = as_stack(cpu_args, cpu_args.size() - num_outputs);
             functional.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
             for (size_t i = 0; i < output_geometry.size() && i < s.size(); ++i) {
               copy_result(output_geometry[i].view(), s[i].toTensor());
@@ -915,7 +931,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
             s = as_stack(cpu_args);
             op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
           } else {
-            s = Stack(cpu_args.begin(), cpu_args.end());
+            s = as_stack(cpu_args);
             try {
               op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &s);
               for (size_t k = 0; k < out_args.size(); ++k) {
@@ -935,7 +951,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
               if (std::strstr(error.what(), "Trying to resize storage that is not resizable") == nullptr) {
                 throw;
               }
-              s = Stack(cpu_args.begin(), cpu_args.end());
+              s = as_stack(cpu_args);
               std::vector<std::pair<at::Tensor, at::Tensor>> copies;
               for (const auto& [index, geometry] : out_args) {
                 at::Tensor device_view = geometry.view();

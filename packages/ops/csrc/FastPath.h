@@ -41,7 +41,6 @@
 #include "ExecutionCounters.h"
 #include "KernelAllocator.h"
 #include "LaunchSite.h"
-#include "WorkStorage.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
@@ -235,28 +234,6 @@ c10_npu::LaunchSite launch_site_if_work_can_fail(const Args&... args) {
   return integer || c10_npu::launch_blocking() ? capture_launch_site() : nullptr;
 }
 
-// Queues `work` (a DeviceWork) on `stream`, in recycled memory (see
-// WorkStorage.h). As c10_npu::launch_host_work, whose contract it keeps: an
-// exception from the work becomes the device-work error of `name`, reported
-// by the next synchronising call (at once under ASCEND_LAUNCH_BLOCKING=1).
-template <typename Work>
-void launch_work(const c10_npu::NPUStream& stream, const char* name, Work* work) {
-  npuSimWork item{};
-  item.name = name;
-  item.ctx = work;
-  item.run = [](void* ctx) -> aclError {
-    auto* w = static_cast<Work*>(ctx);
-    return c10_npu::run_work_body(*w, w->site.get());
-  };
-  item.release = [](void* ctx) {
-    static_cast<Work*>(ctx)->~Work();
-    release_work_storage(ctx, sizeof(Work));
-  };
-  // From here on the item owns the work: launch_work releases it if the
-  // launch fails.
-  c10_npu::launch_work(stream, item);
-}
-
 // What decides whether a fast-path kernel can fail for a call: the op; its
 // tensors' dtypes, ranks and emptiness; its options (div's rounding mode:
 // the overloads share a name) and the types of its scalars (Note [Errors at
@@ -289,19 +266,14 @@ uint64_t call_signature(const char* name, const T&... args) {
 template <typename Fn, typename... T>
 void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args) {
   using Work = DeviceWork<Fn, Captured<T>...>;
-  static_assert(alignof(Work) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
   const uint64_t signature = call_signature(name, args...);
   std::shared_ptr<CallVerification> verification = verification_for(signature);
-  void* storage = allocate_work_storage(sizeof(Work));
-  Work* work;
-  try {
-    work = new (storage)
-        Work{std::tuple<Captured<T>...>(capture(args)...), launch_site_if_work_can_fail(args...), verification};
-  } catch (...) {
-    release_work_storage(storage, sizeof(Work));
-    throw;
-  }
-  launch_work(stream, name, work);
+  // An exception from the work becomes the device-work error of `name`,
+  // reported by the next synchronising call (at once under
+  // ASCEND_LAUNCH_BLOCKING=1).
+  c10_npu::launch_recycled_work<Work>(
+      stream, name, c10_npu::WorkFlags::None, std::tuple<Captured<T>...>(capture(args)...),
+      launch_site_if_work_can_fail(args...), verification);
   count_fast_path();
   if (verification != nullptr) {
     finish_verification(verification, signature, [&] { stream.synchronize(); });

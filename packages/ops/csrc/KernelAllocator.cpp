@@ -6,7 +6,6 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "npu/AclInterface.h"
 #include "npu/NPUCachingAllocator.h"
 #include "npu/NPUException.h"
 #include "npu/NPUWork.h"
@@ -131,9 +130,7 @@ c10::DataPtr KernelAllocationScope::allocate(size_t bytes) {
     }
   }
   if (device_ < 0) {
-    int32_t current = -1;
-    NPU_CHECK(c10_npu::acl::api().aclrtGetDevice(&current));
-    device_ = static_cast<c10::DeviceIndex>(current);
+    device_ = c10_npu::running_work_device();
   }
   void* device = c10_npu::NPUCachingAllocator::allocate_device_work_memory(device_, bytes);
   void* host = device == nullptr ? nullptr : c10_npu::host_access(device);

@@ -23,6 +23,7 @@
 #include "npu/NPUHostAllocator.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu::aten {
 namespace {

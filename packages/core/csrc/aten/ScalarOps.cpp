@@ -12,6 +12,7 @@
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu::aten {
 namespace {

@@ -1,7 +1,7 @@
 // The CANN runtime functions torch-npu calls, as one X-macro list.
 //
 // The list is the single place a signature is written: the runtime loader
-// (npu/AclInterface.cpp) expands it into function pointers resolved with
+// (npu/impl/AclInterface.cpp) expands it into function pointers resolved with
 // dlsym from libascendcl.so or from the simulator, and the simulator expands
 // it to check that it defines every function with the exact signature.
 //

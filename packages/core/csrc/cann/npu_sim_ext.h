@@ -7,6 +7,8 @@
 // kernels there.
 #pragma once
 
+#include <stddef.h>
+
 #include "acl_types.h"
 
 #ifdef __cplusplus
@@ -57,6 +59,40 @@ aclError npuSimGetHostAccessOffset(intptr_t* offset);
 // Device ordinal and stream priority of a stream (null: default stream of
 // the current device).
 aclError npuSimStreamGetDevice(aclrtStream stream, int32_t* deviceId);
+
+// ---- Activity records (what a profiler shows as device activity) ----
+//
+// Off by default. While on, every piece of device work the simulator runs
+// (host-function work, copies, memsets) leaves a record when it finishes,
+// kept until npuSimActivityFlush takes it. Launching threads may push
+// correlation ids (a profiler's id of the host op that launched the work):
+// a work item records the top of its launching thread's stack at launch.
+#define NPU_SIM_ACTIVITY_KERNEL 1u
+#define NPU_SIM_ACTIVITY_MEMCPY 2u
+#define NPU_SIM_ACTIVITY_MEMSET 3u
+
+typedef struct npuSimActivityRecord {
+  const char* name; // static storage: the work's name, "memcpy" or "memset"
+  uint32_t kind; // NPU_SIM_ACTIVITY_*
+  int32_t deviceId;
+  aclrtStream stream;
+  uint64_t workId; // npuSimLaunchWork's id; 0 for copies and memsets
+  uint64_t correlationId; // 0: none pushed at launch
+  int64_t startNs; // steady clock (CLOCK_MONOTONIC), nanoseconds
+  int64_t endNs;
+  uint64_t bytes; // copied or set; 0 for host-function work
+} npuSimActivityRecord;
+
+// Turns recording on (non-zero) or off; records kept so far stay.
+aclError npuSimActivityEnable(int enable);
+
+// The calling thread's correlation id stack.
+aclError npuSimActivityPushCorrelationId(uint64_t id);
+aclError npuSimActivityPopCorrelationId(uint64_t* id);
+
+// Moves up to `capacity` records (oldest first) into `records`; `*count`
+// receives how many. Call again while it fills the capacity.
+aclError npuSimActivityFlush(npuSimActivityRecord* records, size_t capacity, size_t* count);
 
 // Describes the simulator configuration in effect, e.g.
 // "devices=8 capacity=17179869184 checker=on cann=9.0.0". Never null.

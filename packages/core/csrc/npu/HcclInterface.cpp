@@ -4,7 +4,7 @@
 
 #include <c10/util/Exception.h>
 
-#include "npu/AclInterface.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu::hccl {
 namespace {

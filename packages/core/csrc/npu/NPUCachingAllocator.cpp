@@ -16,6 +16,7 @@
 #include "npu/NPUEvent.h"
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu::NPUCachingAllocator {
 namespace {
@@ -174,6 +175,7 @@ class DeviceCachingAllocator {
     update(stats_.requested_bytes, pool, static_cast<int64_t>(requested));
     // Inserted under the same lock: no second lock per allocation.
     allocated_blocks_.emplace(block->ptr, block);
+    report_to_profiler(block->ptr, static_cast<int64_t>(block->size));
     return block->ptr;
   }
 
@@ -291,6 +293,17 @@ class DeviceCachingAllocator {
     }
   }
 
+  // PyTorch's profiler (profile_memory=True) sees every allocation and
+  // free with the totals after it, as from CUDA's allocator; a thread-local
+  // lookup when no profiler runs. Called with mutex_ held.
+  void report_to_profiler(void* ptr, int64_t delta) const {
+    constexpr auto kAll = static_cast<size_t>(StatType::AGGREGATE);
+    c10::reportMemoryUsageToProfiler(
+        ptr, delta, static_cast<size_t>(stats_.allocated_bytes[kAll].current),
+        static_cast<size_t>(stats_.reserved_bytes[kAll].current),
+        c10::Device(c10::DeviceType::PrivateUse1, device_));
+  }
+
   // Called with mutex_ held for a block whose allocation ended.
   void free_block_locked(Block* block) {
     block->allocated = false;
@@ -299,6 +312,7 @@ class DeviceCachingAllocator {
     update(stats_.allocation, pool, -1);
     update(stats_.allocated_bytes, pool, -static_cast<int64_t>(block->size));
     update(stats_.requested_bytes, pool, -static_cast<int64_t>(block->requested_size));
+    report_to_profiler(block->ptr, -static_cast<int64_t>(block->size));
     if (C10_UNLIKELY(!block->stream_uses.empty())) {
       // Other streams may still use the memory: cache it only once events
       // recorded on them now have completed.

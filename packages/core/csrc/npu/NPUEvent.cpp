@@ -2,6 +2,7 @@
 
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu {
 

@@ -1,4 +1,5 @@
 #include "npu/NPUException.h"
+#include "npu/impl/AclInterface.h"
 
 #include <string>
 

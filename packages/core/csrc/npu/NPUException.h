@@ -4,7 +4,8 @@
 #include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
 
-#include "npu/AclInterface.h"
+#include "cann/acl_types.h"
+#include "npu/Macros.h"
 
 namespace c10_npu {
 

@@ -12,6 +12,7 @@
 #include <c10/util/Exception.h>
 
 #include "npu/NPUException.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu {
 namespace {
@@ -84,6 +85,10 @@ void check_device_index(c10::DeviceIndex index) {
       ". Use an index below torch.npu.device_count(); the visible devices are "
       "set by ASCEND_RT_VISIBLE_DEVICES (and, on the simulator, "
       "NPU_SIM_DEVICE_COUNT).");
+}
+
+std::string runtime_library() {
+  return acl::backend_info().library;
 }
 
 bool is_in_bad_fork() {

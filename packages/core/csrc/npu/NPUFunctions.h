@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include <c10/core/Device.h>
 
@@ -50,6 +51,10 @@ TORCH_NPU_API bool is_initialized();
 // throw.
 TORCH_NPU_API void call_after_init(std::function<void()> callback);
 TORCH_NPU_API bool is_in_bad_fork();
+
+// Path of the library that serves CANN's runtime API in this process
+// (libascendcl.so, or the embedded simulator); loads it on first call.
+TORCH_NPU_API std::string runtime_library();
 
 // Waits for all work of every stream of `index` (current device if -1).
 TORCH_NPU_API void device_synchronize(c10::DeviceIndex index = -1);

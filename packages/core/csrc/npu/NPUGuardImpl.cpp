@@ -4,6 +4,7 @@
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUStream.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu::impl {
 

@@ -8,6 +8,7 @@
 #include "npu/NPUGenerator.h"
 #include "npu/NPUHostAllocator.h"
 #include "npu/NPUStream.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu {
 

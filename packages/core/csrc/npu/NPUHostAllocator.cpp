@@ -5,6 +5,7 @@
 #include "npu/NPUEvent.h"
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu::NPUHostAllocator {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu {
 namespace {

@@ -1,11 +1,58 @@
 #include "npu/NPUWork.h"
 
+#include <atomic>
 #include <string>
+#include <type_traits>
 
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
+#include "npu/impl/AclInterface.h"
 
 namespace c10_npu {
+
+// The launch API stands for the simulator's work item: the same values.
+static_assert(static_cast<uint32_t>(WorkFlags::Awaited) == NPU_SIM_WORK_AWAITED);
+static_assert(kWorkSucceeded == ACL_SUCCESS);
+static_assert(kWorkFailed == ACL_ERROR_RT_AICORE_EXCEPTION);
+static_assert(std::is_same_v<WorkRunFn, decltype(npuSimWork::run)>);
+
+namespace {
+
+std::atomic<int> g_runs_for_testing{1};
+
+// set_work_runs_for_testing's item: the launched one, run `runs` times.
+struct RepeatedWork {
+  WorkRunFn run;
+  WorkReleaseFn release;
+  void* ctx;
+  int runs;
+};
+
+int32_t run_repeated(void* ctx) {
+  const auto* work = static_cast<RepeatedWork*>(ctx);
+  for (int i = 0; i < work->runs; ++i) {
+    const int32_t status = work->run(work->ctx);
+    if (status != kWorkSucceeded) {
+      return status;
+    }
+  }
+  return kWorkSucceeded;
+}
+
+void release_repeated(void* ctx) noexcept {
+  const auto* work = static_cast<RepeatedWork*>(ctx);
+  if (work->release != nullptr) {
+    work->release(work->ctx);
+  }
+  delete work;
+}
+
+} // namespace
+
+void set_work_runs_for_testing(int runs) {
+  TORCH_CHECK(runs >= 1, "set_work_runs_for_testing: runs must be >= 1, got ", runs);
+  g_runs_for_testing.store(runs, std::memory_order_relaxed);
+}
 
 intptr_t host_access_offset() {
   static const intptr_t offset = [] {
@@ -29,19 +76,37 @@ void set_device_work_error(const char* message, const std::string* launched_from
   acl::api().npuSimSetWorkError(text.c_str());
 }
 
-uint64_t launch_work(const NPUStream& stream, const npuSimWork& work) {
+uint64_t launch_work(
+    const NPUStream& stream, const char* name, WorkRunFn run, WorkReleaseFn release, void* ctx,
+    WorkFlags flags) {
   const auto& api = acl::api();
-  TORCH_CHECK(
-      api.npuSimLaunchWork != nullptr, "Device work '", work.name,
-      "' needs the NPU simulator's host-work launcher, which the CANN runtime "
-      "does not have; this kernel has no CANN implementation yet.");
+  if (C10_UNLIKELY(api.npuSimLaunchWork == nullptr)) {
+    if (release != nullptr) {
+      release(ctx);
+    }
+    TORCH_CHECK(
+        false, "Device work '", name,
+        "' needs the NPU simulator's host-work launcher, which the CANN runtime "
+        "does not have; this kernel has no CANN implementation yet.");
+  }
   ensure_device_context(stream.device_index());
+  if (const int runs = g_runs_for_testing.load(std::memory_order_relaxed); C10_UNLIKELY(runs != 1)) {
+    ctx = new RepeatedWork{run, release, ctx, runs};
+    run = &run_repeated;
+    release = &release_repeated;
+  }
+  npuSimWork work{};
+  work.name = name;
+  work.run = run;
+  work.release = release;
+  work.ctx = ctx;
+  work.flags = static_cast<uint32_t>(flags);
   uint64_t id = 0;
   const aclError err = api.npuSimLaunchWork(stream.stream(), &work, &id);
   if (err != ACL_SUCCESS) {
     // Not enqueued: the work item is still ours to release.
-    if (work.release != nullptr) {
-      work.release(work.ctx);
+    if (release != nullptr) {
+      release(ctx);
     }
     NPU_CHECK(err);
   }
@@ -49,6 +114,12 @@ uint64_t launch_work(const NPUStream& stream, const npuSimWork& work) {
     stream.synchronize();
   }
   return id;
+}
+
+c10::DeviceIndex running_work_device() {
+  int32_t device = -1;
+  NPU_CHECK(acl::api().aclrtGetDevice(&device));
+  return static_cast<c10::DeviceIndex>(device);
 }
 
 } // namespace c10_npu

@@ -12,7 +12,8 @@
 #include <thread>
 
 #include "aten/NPUFormat.h"
-#include "npu/AclInterface.h"
+#include "python/Activity.h"
+#include "npu/impl/AclInterface.h"
 #include "npu/NPUCachingAllocator.h"
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
@@ -242,6 +243,10 @@ PYBIND11_MODULE(_C, m) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
     });
   });
+  c10_npu::python::bind_activity(m);
+  // Note [Device work items run many times], tested: every launch runs its
+  // item this many times (1: normal).
+  m.def("_set_work_runs_for_testing", &set_work_runs_for_testing);
   // Where the host reaches device memory on the simulator (device address +
   // offset; 0 without the checker). Benchmarks use it to time a host memcpy
   // between the very pages an npu copy uses.

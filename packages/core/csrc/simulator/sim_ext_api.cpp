@@ -3,8 +3,10 @@
 #include "npu_sim_ext.h"
 #pragma GCC visibility pop
 
+#include "activity.h"
 #include "api_guard.h"
 #include "api_impl.h"
+#include "errors.h"
 
 using npu_sim::guarded;
 namespace impl = npu_sim::impl;
@@ -30,6 +32,45 @@ NPU_SIM_EXPORT aclError npuSimGetHostAccessOffset(intptr_t* offset) {
 
 NPU_SIM_EXPORT aclError npuSimStreamGetDevice(aclrtStream stream, int32_t* deviceId) {
   return guarded("npuSimStreamGetDevice", [&] { return impl::streamGetDevice(stream, deviceId); });
+}
+
+NPU_SIM_EXPORT aclError npuSimActivityEnable(int enable) {
+  npu_sim::activity::setEnabled(enable != 0);
+  return ACL_SUCCESS;
+}
+
+NPU_SIM_EXPORT aclError npuSimActivityPushCorrelationId(uint64_t id) {
+  return guarded("npuSimActivityPushCorrelationId", [&] {
+    npu_sim::activity::pushCorrelation(id);
+    return ACL_SUCCESS;
+  });
+}
+
+NPU_SIM_EXPORT aclError npuSimActivityPopCorrelationId(uint64_t* id) {
+  return guarded("npuSimActivityPopCorrelationId", [&] {
+    uint64_t top = 0;
+    if (id == nullptr) {
+      return npu_sim::fail(ACL_ERROR_INVALID_PARAM, "npuSimActivityPopCorrelationId: id is null");
+    }
+    if (!npu_sim::activity::popCorrelation(&top)) {
+      return npu_sim::fail(ACL_ERROR_INVALID_PARAM,
+                           "npuSimActivityPopCorrelationId: this thread pushed no correlation id");
+    }
+    *id = top;
+    return ACL_SUCCESS;
+  });
+}
+
+NPU_SIM_EXPORT aclError npuSimActivityFlush(npuSimActivityRecord* records, size_t capacity,
+                                            size_t* count) {
+  return guarded("npuSimActivityFlush", [&] {
+    if (count == nullptr || (records == nullptr && capacity != 0)) {
+      return npu_sim::fail(ACL_ERROR_INVALID_PARAM, "npuSimActivityFlush: %s is null",
+                           count == nullptr ? "count" : "records");
+    }
+    *count = npu_sim::activity::flush(records, capacity);
+    return ACL_SUCCESS;
+  });
 }
 
 NPU_SIM_EXPORT const char* npuSimDescribe(void) {

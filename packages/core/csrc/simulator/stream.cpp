@@ -11,7 +11,9 @@
 #include <cstring>
 #include <iterator>
 #include <system_error>
+#include <type_traits>
 
+#include "activity.h"
 #include "checker_signal.h"
 #include "device.h"
 #include "event.h"
@@ -143,8 +145,29 @@ aclError Stream::ensureWorker() {
   return ACL_SUCCESS;
 }
 
+namespace {
+
+// Work that leaves activity records carries its launcher's correlation id.
+template <typename Work>
+void setCorrelation(Work& work, uint64_t id) {
+  if constexpr (std::is_same_v<Work, CopyWork> || std::is_same_v<Work, MemsetWork> ||
+                std::is_same_v<Work, UserWork>) {
+    work.correlation = id;
+  }
+}
+
+} // namespace
+
 uint64_t Stream::enqueue(const WorkItem& item) {
-  const uint64_t number = queue_.push(item);
+  uint64_t number;
+  if (__builtin_expect(activity::enabled(), 0)) {
+    // The launching thread's correlation id rides with the item.
+    WorkItem traced = item;
+    std::visit([](auto& w) { setCorrelation(w, activity::currentCorrelation()); }, traced);
+    number = queue_.push(traced);
+  } else {
+    number = queue_.push(item);
+  }
   if (isBulk(item)) {
     last_bulk_item_.store(number, std::memory_order_release);
   }
@@ -345,14 +368,38 @@ void Stream::inheritFailure(std::shared_ptr<WorkError> error) {
 
 namespace {
 
+// Leaves the activity record of an item that ran from `start_ns` to now.
+void recordActivity(const Stream& stream, uint32_t kind, const char* name, uint64_t work_id,
+                    uint64_t correlation, int64_t start_ns, uint64_t bytes) {
+  npuSimActivityRecord record{};
+  record.name = name;
+  record.kind = kind;
+  record.deviceId = static_cast<int32_t>(stream.device());
+  record.stream = const_cast<Stream&>(stream).handle();
+  record.workId = work_id;
+  record.correlationId = correlation;
+  record.startNs = start_ns;
+  record.endNs = nowNs();
+  record.bytes = bytes;
+  activity::record(record);
+}
+
 struct Executor {
   Stream& stream;
 
   void operator()(CopyWork& w) const {
+    const int64_t start = activity::enabled() ? nowNs() : 0;
     stream.runBulk(w.count, [&] { copyBytes(w.dst, w.src, w.count); });
+    if (start != 0) {
+      recordActivity(stream, NPU_SIM_ACTIVITY_MEMCPY, "memcpy", 0, w.correlation, start, w.count);
+    }
   }
   void operator()(MemsetWork& w) const {
+    const int64_t start = activity::enabled() ? nowNs() : 0;
     stream.runBulk(w.count, [&] { std::memset(w.dst, w.value, w.count); });
+    if (start != 0) {
+      recordActivity(stream, NPU_SIM_ACTIVITY_MEMSET, "memset", 0, w.correlation, start, w.count);
+    }
   }
   void operator()(RecordWork& w) const {
     w.event->completeRecord(w.generation, stream.pendingError());
@@ -392,9 +439,14 @@ void Stream::execute(WorkItem& item) {
 
 void Executor::operator()(UserWork& w) const {
   const npuSimWork& work = w.work;
+  const int64_t start = activity::enabled() ? nowNs() : 0;
   setSignalWorkContext(work.name ? work.name : "(unnamed)");
   const aclError rc = work.run(work.ctx);
   setSignalWorkContext(nullptr);
+  if (start != 0) {
+    recordActivity(stream, NPU_SIM_ACTIVITY_KERNEL, work.name ? work.name : "(unnamed)", w.id,
+                   w.correlation, start, 0);
+  }
   if (rc != ACL_SUCCESS) {
     stream.recordFailure(work, rc);
   } else if (hasWorkErrorMessage()) {

@@ -22,12 +22,14 @@ struct CopyWork {
   void* dst;
   const void* src;
   size_t count;
+  uint64_t correlation = 0; // activity.h: set at enqueue while recording
 };
 
 struct MemsetWork {
   void* dst;
   size_t count;
   int value;
+  uint64_t correlation = 0;
 };
 
 // Completes generation `generation` of `event` and takes its timestamp.
@@ -45,6 +47,7 @@ struct WaitWork {
 struct UserWork {
   npuSimWork work;
   uint64_t id;
+  uint64_t correlation = 0;
 };
 
 using WorkItem = std::variant<CopyWork, MemsetWork, RecordWork, WaitWork, UserWork>;

@@ -4,7 +4,8 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "ProcessGroupHCCL.h"
-#include "npu/AclInterface.h"
+#include "npu/HcclInterface.h"
+#include "npu/NPUFunctions.h"
 
 namespace py = pybind11;
 
@@ -25,6 +26,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("hccl_library", [] {
     // Loads HCCL (or says what is missing) and names the runtime it came with.
     c10_npu::hccl::api();
-    return c10_npu::acl::backend_info().library;
+    return c10_npu::runtime_library();
   });
 }

@@ -1,4 +1,4 @@
-// Memory for the work items the dedicated kernels queue.
+// Memory for work items (launch_recycled_work in NPUWork.h).
 //
 // Every queued op allocates its work item on the host thread and the
 // stream's worker frees it. glibc's malloc serves that producer/consumer
@@ -13,14 +13,16 @@
 
 #include <cstddef>
 
-namespace torch_npu_ops {
+#include "npu/Macros.h"
+
+namespace c10_npu {
 
 constexpr size_t kWorkBlockSize = 1024;
 
 // Memory for an object of `size` bytes (aligned for any fundamental type).
-void* allocate_work_storage(size_t size);
+TORCH_NPU_API void* allocate_work_storage(size_t size);
 
 // Gives back memory from allocate_work_storage(size); any thread.
-void release_work_storage(void* storage, size_t size) noexcept;
+TORCH_NPU_API void release_work_storage(void* storage, size_t size) noexcept;
 
-} // namespace torch_npu_ops
+} // namespace c10_npu

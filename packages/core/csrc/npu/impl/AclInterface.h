@@ -24,6 +24,10 @@ struct AclApi {
   decltype(&::npuSimGetHostAccessOffset) npuSimGetHostAccessOffset = nullptr;
   decltype(&::npuSimStreamGetDevice) npuSimStreamGetDevice = nullptr;
   decltype(&::npuSimDescribe) npuSimDescribe = nullptr;
+  decltype(&::npuSimActivityEnable) npuSimActivityEnable = nullptr;
+  decltype(&::npuSimActivityPushCorrelationId) npuSimActivityPushCorrelationId = nullptr;
+  decltype(&::npuSimActivityPopCorrelationId) npuSimActivityPopCorrelationId = nullptr;
+  decltype(&::npuSimActivityFlush) npuSimActivityFlush = nullptr;
 #undef TORCH_NPU_ACL_POINTER
 };
 

@@ -1,10 +1,10 @@
-#include "WorkStorage.h"
+#include "npu/WorkStorage.h"
 
 #include <atomic>
 #include <cstdint>
 #include <new>
 
-namespace torch_npu_ops {
+namespace c10_npu {
 namespace {
 
 // Blocks go back from the worker to the host in batches of kReturnBatch.
@@ -128,4 +128,4 @@ void release_work_storage(void* storage, size_t size) noexcept {
   }
 }
 
-} // namespace torch_npu_ops
+} // namespace c10_npu

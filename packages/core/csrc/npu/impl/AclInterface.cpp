@@ -1,4 +1,4 @@
-#include "npu/AclInterface.h"
+#include "npu/impl/AclInterface.h"
 
 #include <dlfcn.h>
 
@@ -100,6 +100,10 @@ Loaded load() {
   resolve(handle, "npuSimGetHostAccessOffset", loaded.api.npuSimGetHostAccessOffset, simulator, library);
   resolve(handle, "npuSimStreamGetDevice", loaded.api.npuSimStreamGetDevice, simulator, library);
   resolve(handle, "npuSimDescribe", loaded.api.npuSimDescribe, simulator, library);
+  resolve(handle, "npuSimActivityEnable", loaded.api.npuSimActivityEnable, simulator, library);
+  resolve(handle, "npuSimActivityPushCorrelationId", loaded.api.npuSimActivityPushCorrelationId, simulator, library);
+  resolve(handle, "npuSimActivityPopCorrelationId", loaded.api.npuSimActivityPopCorrelationId, simulator, library);
+  resolve(handle, "npuSimActivityFlush", loaded.api.npuSimActivityFlush, simulator, library);
 
   loaded.info.backend = backend;
   loaded.info.library = library;

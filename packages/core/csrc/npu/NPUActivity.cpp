@@ -1,0 +1,66 @@
+#include "npu/NPUActivity.h"
+
+#include <array>
+
+#include <c10/util/Exception.h>
+
+#include "npu/NPUException.h"
+#include "npu/impl/AclInterface.h"
+
+namespace c10_npu::activity {
+
+// The Kind values are the simulator's.
+static_assert(static_cast<uint32_t>(Kind::Kernel) == NPU_SIM_ACTIVITY_KERNEL);
+static_assert(static_cast<uint32_t>(Kind::Memcpy) == NPU_SIM_ACTIVITY_MEMCPY);
+static_assert(static_cast<uint32_t>(Kind::Memset) == NPU_SIM_ACTIVITY_MEMSET);
+
+namespace {
+
+const acl::AclApi& recording_api() {
+  const auto& api = acl::api();
+  TORCH_CHECK(
+      api.npuSimActivityEnable != nullptr,
+      "Device activity records need the NPU simulator's activity API; the loaded runtime (",
+      acl::backend_info().library, ") does not have it. Profile on CANN with msprof.");
+  return api;
+}
+
+} // namespace
+
+bool is_available() {
+  return acl::api().npuSimActivityEnable != nullptr;
+}
+
+void enable(bool on) {
+  NPU_CHECK(recording_api().npuSimActivityEnable(on ? 1 : 0));
+}
+
+void push_correlation_id(uint64_t id) {
+  NPU_CHECK(recording_api().npuSimActivityPushCorrelationId(id));
+}
+
+uint64_t pop_correlation_id() {
+  uint64_t id = 0;
+  NPU_CHECK(recording_api().npuSimActivityPopCorrelationId(&id));
+  return id;
+}
+
+std::vector<Record> flush() {
+  const auto& api = recording_api();
+  std::vector<Record> records;
+  std::array<npuSimActivityRecord, 256> batch;
+  size_t count = 0;
+  do {
+    NPU_CHECK(api.npuSimActivityFlush(batch.data(), batch.size(), &count));
+    for (size_t i = 0; i < count; ++i) {
+      const npuSimActivityRecord& r = batch[i];
+      records.push_back(Record{
+          r.name != nullptr ? r.name : "(unnamed)", static_cast<Kind>(r.kind),
+          static_cast<c10::DeviceIndex>(r.deviceId), r.stream, r.workId, r.correlationId, r.startNs,
+          r.endNs, r.bytes});
+    }
+  } while (count == batch.size());
+  return records;
+}
+
+} // namespace c10_npu::activity

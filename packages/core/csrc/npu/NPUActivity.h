@@ -1,0 +1,63 @@
+// Device activity: what device work ran, on which stream, when, for which
+// host op. The runtime records it where work executes; a profiler turns it
+// into a timeline (torch-npu-profiler builds on this, as Kineto builds on
+// CUPTI's activity API and OpenReg's tracer on its runtime).
+//
+// Note [Device activity records]
+// Off by default, and then free: the runtime pays one relaxed load per
+// launch and per executed item. While on, every item that runs (host-work
+// kernels, copies, memsets) leaves a Record when it finishes, in the order
+// items finish, kept until flush() takes it. A host op that wants its device
+// work attributed pushes a correlation id around its launches; each item
+// records the top of its launching thread's stack. Timestamps are
+// CLOCK_MONOTONIC nanoseconds (std::chrono::steady_clock on Linux), the
+// clock of torch's profiler's own timestamps on Linux. Available on the
+// simulator; on CANN the equivalent is msprof's, which this API does not
+// wrap yet (is_available() is false there).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "cann/acl_types.h"
+#include "npu/Macros.h"
+
+namespace c10_npu::activity {
+
+enum class Kind : uint32_t {
+  Kernel = 1, // host-function device work (a kernel on CANN)
+  Memcpy = 2,
+  Memset = 3,
+};
+
+struct Record {
+  std::string name; // the work's name ("aten::add", "aten::copy_"), "memcpy" or "memset"
+  Kind kind;
+  c10::DeviceIndex device;
+  aclrtStream stream; // the runtime's stream handle (NPUStream::stream())
+  uint64_t work_id; // the id launch_work returned; 0 for copies and memsets
+  uint64_t correlation_id; // 0: none pushed at launch
+  int64_t start_ns;
+  int64_t end_ns;
+  uint64_t bytes; // copied or set; 0 for kernels
+};
+
+// Whether the loaded runtime records activity.
+TORCH_NPU_API bool is_available();
+
+// Turns recording on or off (records kept so far stay until flushed).
+// Throws when the runtime cannot record.
+TORCH_NPU_API void enable(bool on);
+
+// The calling thread's correlation ids; pop returns the id pushed last.
+TORCH_NPU_API void push_correlation_id(uint64_t id);
+TORCH_NPU_API uint64_t pop_correlation_id();
+
+// Takes every record made so far (oldest first). Work still queued records
+// when it runs: synchronise first to include it.
+TORCH_NPU_API std::vector<Record> flush();
+
+} // namespace c10_npu::activity

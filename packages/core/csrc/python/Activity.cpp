@@ -1,0 +1,57 @@
+#include "python/Activity.h"
+
+#include <pybind11/stl.h>
+
+#include "npu/NPUActivity.h"
+
+namespace py = pybind11;
+
+namespace c10_npu::python {
+namespace {
+
+const char* kind_name(activity::Kind kind) {
+  switch (kind) {
+    case activity::Kind::Kernel: return "kernel";
+    case activity::Kind::Memcpy: return "memcpy";
+    case activity::Kind::Memset: return "memset";
+  }
+  return "unknown";
+}
+
+py::list flush_records() {
+  std::vector<activity::Record> records;
+  {
+    py::gil_scoped_release no_gil;
+    records = activity::flush();
+  }
+  py::list out;
+  for (const auto& r : records) {
+    py::dict d;
+    d["name"] = r.name;
+    d["kind"] = kind_name(r.kind);
+    d["device"] = static_cast<int>(r.device);
+    d["stream"] = reinterpret_cast<uintptr_t>(r.stream);
+    d["work_id"] = r.work_id;
+    d["correlation_id"] = r.correlation_id;
+    d["start_ns"] = r.start_ns;
+    d["end_ns"] = r.end_ns;
+    d["bytes"] = r.bytes;
+    out.append(std::move(d));
+  }
+  return out;
+}
+
+} // namespace
+
+void bind_activity(py::module_& m) {
+  m.def("_activity_is_available", &activity::is_available);
+  m.def("_activity_enable", &activity::enable, py::arg("on"));
+  m.def("_activity_push_correlation_id", &activity::push_correlation_id, py::arg("id"));
+  m.def("_activity_pop_correlation_id", &activity::pop_correlation_id);
+  // A list of dicts: name, kind ("kernel", "memcpy", "memset"), device,
+  // stream (the runtime's handle, as NPUStream.npu_stream), work_id,
+  // correlation_id, start_ns and end_ns (CLOCK_MONOTONIC), bytes.
+  m.def("_activity_flush", &flush_records);
+}
+
+} // namespace c10_npu::python
