@@ -38,12 +38,9 @@ from compat.matrix import load  # noqa: E402
 
 MATRIX = load()
 DIST = ROOT / "dist"
-# The packages in build order: core first (the plugins build against it).
-PACKAGE_DIRS = ["core", "ops", "distributed", "graph", "profiler", "torch-npu"]
-OUR_DISTRIBUTIONS = {
-    "core": "torch-npu-core", "ops": "torch-npu-ops", "distributed": "torch-npu-distributed",
-    "graph": "torch-npu-graph", "profiler": "torch-npu-profiler", "torch-npu": "torch-npu",
-}
+# The packages in build order, core first (the plugins build against it):
+# read from packages/*/pyproject.toml (compat/packages.py).
+PACKAGES = MATRIX.package_list
 RUFF = "ruff==0.17.6"
 # What a new row environment takes on disk, with room to spare: PyPI's torch
 # is a CUDA build, about 5.6 GB installed with its nvidia-* dependencies.
@@ -61,7 +58,8 @@ def _row_env(torch: str, python: str) -> Path:
 
 
 def _test_dirs() -> list[str]:
-    dirs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("*/tests"))
+    """The tests of every package (packages/_template is none), then tests/."""
+    dirs = [f"{p.folder}/tests" for p in PACKAGES if (ROOT / p.folder / "tests").is_dir()]
     return dirs + ["tests"]
 
 
@@ -168,10 +166,10 @@ def build(session: nox.Session) -> None:
     DIST.mkdir(exist_ok=True)
     for old in DIST.glob("torch_npu*"):
         old.unlink()
-    for folder in PACKAGE_DIRS:
+    for package in PACKAGES:
         session.run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "--disable-pip-version-check", "-q", "-w", str(DIST),
-                    str(ROOT / "packages" / folder), external=True)
+                    str(ROOT / package.folder), external=True)
     session.log("built: " + ", ".join(sorted(p.name for p in DIST.glob("*.whl"))))
 
 
@@ -182,8 +180,8 @@ def _constraints(session: nox.Session) -> Path:
     for wheel in sorted(DIST.glob("*.whl")):
         name, version = wheel.name.split("-")[:2]
         pins.append(f"{name.replace('_', '-')}=={version}")
-    if len(pins) != len(PACKAGE_DIRS):
-        session.error(f"dist/ holds {len(pins)} of our {len(PACKAGE_DIRS)} wheels: run `nox -s build` first")
+    if len(pins) != len(PACKAGES):
+        session.error(f"dist/ holds {len(pins)} of our {len(PACKAGES)} wheels: run `nox -s build` first")
     path = Path(session.create_tmp()) / "constraints.txt"
     path.write_text("\n".join(pins) + "\n")
     return path

@@ -13,23 +13,13 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from . import packages as pkgs
 from .matrix import ROOT, Matrix, MatrixError, load_toml
 from .render import generated_files
 
-PACKAGE_DIRS = {
-    "torch-npu-core": "packages/core",
-    "torch-npu-ops": "packages/ops",
-    "torch-npu-distributed": "packages/distributed",
-    "torch-npu-graph": "packages/graph",
-    "torch-npu-profiler": "packages/profiler",
-    "torch-npu": "packages/torch-npu",
-}
-PLUGINS = ("torch-npu-ops", "torch-npu-distributed", "torch-npu-graph", "torch-npu-profiler")
-CORE = "torch-npu-core"
 
-
-def _pyproject(dist: str) -> dict:
-    return load_toml(ROOT / PACKAGE_DIRS[dist] / "pyproject.toml")
+def _pyproject(package: pkgs.Package) -> dict:
+    return load_toml(ROOT / package.folder / "pyproject.toml")
 
 
 def _requirements(pyproject: dict, section: str = "dependencies") -> Dict[str, Requirement]:
@@ -49,7 +39,8 @@ def check_generated(matrix: Matrix) -> List[str]:
         if not path.exists():
             problems.append(f"{rel} is missing: run `python -m compat render`")
         elif path.read_text() != text:
-            problems.append(f"{rel} differs from the compat/ data: run `python -m compat render`")
+            problems.append(f"{rel} differs from what compat/ and the packages' pyproject.toml give: "
+                            "run `python -m compat render`")
     return problems
 
 
@@ -62,40 +53,30 @@ def check_version_txt(matrix: Matrix) -> List[str]:
     return []
 
 
-def check_package_versions(matrix: Matrix) -> List[str]:
-    problems = []
-    for dist, folder in PACKAGE_DIRS.items():
-        spec = matrix.packages.get(dist)
-        if spec is None:
-            problems.append(f"compat/matrix.toml [packages] has no {dist}")
-            continue
-        project = _pyproject(dist)["project"]
-        version = project.get("version")
-        if version is None or not SpecifierSet(spec).contains(Version(version), prereleases=True):
-            problems.append(f"{folder}/pyproject.toml: {dist} {version} is outside the matrix's {spec}")
-    return problems
-
-
 def check_plugin_pins(matrix: Matrix) -> List[str]:
     """Plugins pin the core versions of the matrix and a torch it lists."""
     problems = []
-    core_spec = SpecifierSet(matrix.packages[CORE])
-    for dist in PLUGINS:
-        reqs = _requirements(_pyproject(dist))
-        core = reqs.get(CORE)
+    core_package = pkgs.core(matrix.package_list)
+    core_name, core_spec = core_package.name, SpecifierSet(core_package.release)
+    for plugin in pkgs.plugins(matrix.package_list):
+        dist = plugin.name
+        reqs = _requirements(_pyproject(plugin))
+        core = reqs.get(core_name)
         if core is None:
-            problems.append(f"{dist} does not pin {CORE}")
+            problems.append(f"{dist} does not pin {core_name}")
         elif core.specifier != core_spec:
-            problems.append(f"{dist} pins {CORE}{core.specifier}, the matrix says {core_spec}")
+            problems.append(f"{dist} pins {core_name}{core.specifier}, the release line of "
+                            f"{core_name} {core_package.version} is {core_spec}")
         torch = reqs.get("torch")
         if torch is not None:  # static pin: must admit every torch of the matrix
             for v in matrix.torch_versions:
                 if not torch.specifier.contains(Version(v)):
                     problems.append(f"{dist} requires torch{torch.specifier}, which excludes {v}")
-    meta = _requirements(_pyproject("torch-npu"))
-    core = meta.get(CORE)
-    if core is None or core.specifier != core_spec:
-        problems.append(f"the torch-npu meta-package must require {CORE}{core_spec}")
+    meta_package = pkgs.meta(matrix.package_list)
+    if meta_package is not None:
+        core = _requirements(_pyproject(meta_package)).get(core_name)
+        if core is None or core.specifier != core_spec:
+            problems.append(f"the {meta_package.name} meta-package must require {core_name}{core_spec}")
     return problems
 
 
@@ -110,15 +91,15 @@ def check_build_pins(matrix: Matrix) -> List[str]:
         pattern = defaults.get(tool, rf'DEV_{tool.upper()}:-{re.escape(version)}\}}')
         if not re.search(pattern, dev):
             problems.append(f"./dev: the default {tool} must be {version} (matrix default row)")
-    for dist in PACKAGE_DIRS:  # every C++ package (scikit-build-core) builds against the row's pins
-        pyproject = _pyproject(dist)
+    for package in matrix.package_list:  # every C++ package (scikit-build-core) builds against the row's pins
+        pyproject = _pyproject(package)
         if pyproject.get("build-system", {}).get("build-backend") != "scikit_build_core.build":
             continue
         build = _requirements(pyproject, "build")
         for tool, version in pins.items():
             req = build.get(tool)
             if req is None or str(req.specifier) != f"=={version}":
-                problems.append(f"{PACKAGE_DIRS[dist]}/pyproject.toml [build-system] must pin {tool}=={version}")
+                problems.append(f"{package.folder}/pyproject.toml [build-system] must pin {tool}=={version}")
     return problems
 
 
@@ -144,7 +125,6 @@ def check_runs(matrix: Matrix) -> List[str]:
 CHECKS: List[Callable[[Matrix], List[str]]] = [
     check_generated,
     check_version_txt,
-    check_package_versions,
     check_plugin_pins,
     check_build_pins,
     check_cann_axis,

@@ -12,16 +12,31 @@ Exits non-zero with the list of failed checks.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import sys
+from types import ModuleType
 
-ALL = ["torch-npu", "torch-npu-core", "torch-npu-ops", "torch-npu-distributed",
-       "torch-npu-graph", "torch-npu-profiler"]
+CORE = "torch-npu-core"
+
+
+def package_list() -> ModuleType:
+    """The installed core's generated torch_npu/_package_list.py, loaded by
+    path: importing it as torch_npu._package_list would import torch first."""
+    path = importlib.metadata.distribution(CORE).locate_file("torch_npu/_package_list.py")
+    spec = importlib.util.spec_from_file_location("_probe_package_list", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_PACKAGES = package_list()
+# plugin distribution -> its name (torch_npu.<name>)
+PLUGIN_OF = dict(_PACKAGES.PLUGIN_ENTRY_POINTS)
+ALL = [_PACKAGES.META_DISTRIBUTION, _PACKAGES.CORE_DISTRIBUTION, *PLUGIN_OF]
 SELECTIONS = {
     "all": ALL,
-    "core+distributed": ["torch-npu-core", "torch-npu-distributed"],
+    "core+distributed": [CORE, "torch-npu-distributed"],
 }
-PLUGIN_OF = {"torch-npu-ops": "ops", "torch-npu-distributed": "distributed",
-             "torch-npu-graph": "graph", "torch-npu-profiler": "profiler"}
 
 failures: list[str] = []
 

@@ -1,7 +1,9 @@
 """The compatibility matrix as Python objects, read from the files in compat/.
 
-- ``matrix.toml``: rows of (torch, CANN, Python), the package version ranges,
-  the build pins that follow torch, the default row;
+- ``matrix.toml``: rows of (torch, CANN, Python), the build pins that follow
+  torch, the default row;
+- ``packages/*/pyproject.toml`` (through :mod:`compat.packages`): the packages
+  and their release lines, the version ranges every row accepts;
 - ``cann_features.toml``: which CANN release introduced which feature;
 - ``runs.json``: passing runs of row sessions, written by
   ``python -m compat record`` (nox does it with ``COMPAT_RECORD=1``). A run
@@ -105,7 +107,7 @@ class Feature:
 
 @dataclass
 class Matrix:
-    packages: Dict[str, str]  # distribution -> version specifier
+    packages: Dict[str, str]  # distribution -> version specifier (its release line)
     build_pins: Dict[str, Dict[str, str]]  # torch version -> {tool: version}
     default: Row
     emulated_cann: List[str]
@@ -114,6 +116,8 @@ class Matrix:
     features: List[Feature] = field(default_factory=list)
     runs: List[Dict[str, Any]] = field(default_factory=list)
     suite: str = ""  # suite_fingerprint() of the tree the matrix was loaded from
+    # compat.packages.Package of every package, in build order
+    package_list: List[Any] = field(default_factory=list)
 
     # ---- queries ---------------------------------------------------------
     @property
@@ -190,16 +194,24 @@ def load(
     matrix_file: Path = MATRIX_FILE,
     features_file: Path = FEATURES_FILE,
     runs_file: Path = RUNS_FILE,
+    root: Path = ROOT,
 ) -> Matrix:
-    """Read and validate the compat/ files."""
+    """Read and validate the compat/ files and the packages under ``root``."""
+    from .packages import discover  # compat.packages imports this module
+
     data = load_toml(matrix_file)
+    if "packages" in data:
+        raise MatrixError("matrix.toml: the [packages] table is gone; the package versions are "
+                          "read from packages/*/pyproject.toml")
+    package_list = discover(root)
     default = data.get("default", {})
     try:
         default_row = Row(default["torch"], default["cann"], default["python"])
     except KeyError as exc:
         raise MatrixError(f"matrix.toml [default] has no {exc.args[0]!r}") from None
     matrix = Matrix(
-        packages=dict(data.get("packages", {})),
+        packages={p.name: p.release for p in package_list},
+        package_list=package_list,
         build_pins={k: dict(v) for k, v in data.get("torch", {}).items()},
         default=default_row,
         emulated_cann=list(data.get("cann", {}).get("emulated", [])),

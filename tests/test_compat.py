@@ -1,7 +1,8 @@
-"""The compat tooling: reading the matrix, generating the docs and tables, the check."""
+"""The compat tooling: reading the matrix and the package list, generating the docs and tables, the check."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -16,7 +17,11 @@ from compat.check import check_cann_axis, check_generated, check_runs, check_ver
 from compat.matrix import (  # noqa: E402
     STALE, TESTED, UNSUPPORTED, UNTESTED, MatrixError, Row, current_commit, load, record_run, suite_fingerprint,
 )
-from compat.render import render_core_data, render_doc, render_simulator_table  # noqa: E402
+from compat.packages import discover  # noqa: E402
+from compat.render import (  # noqa: E402
+    EXTRAS_BEGIN, EXTRAS_END, render_core_data, render_doc, render_meta_pyproject, render_package_list,
+    render_packages_txt, render_simulator_table,
+)
 
 
 @pytest.fixture
@@ -26,7 +31,7 @@ def matrix():
 
 def _write_matrix(tmp_path: Path, rows: str, default: str = 'torch = "2.13.0"\ncann = "9.0.0"\npython = "3.11"') -> Path:
     path = tmp_path / "matrix.toml"
-    path.write_text(f'[packages]\n[torch."2.13.0"]\npybind11 = "3.0.4"\n[default]\n{default}\n{rows}')
+    path.write_text(f'[torch."2.13.0"]\npybind11 = "3.0.4"\n[default]\n{default}\n{rows}')
     return path
 
 
@@ -57,6 +62,10 @@ def test_malformed_matrices_are_rejected(tmp_path):
     bad_cann = _write_matrix(tmp_path, '[[row]]\ntorch = "2.13.0"\ncann = "9"\npython = "3.11"\nstatus = "supported"')
     with pytest.raises(MatrixError, match="is not a CANN version"):
         load(bad_cann, features, tmp_path / "none.json")
+    packages_table = tmp_path / "packages.toml"
+    packages_table.write_text("[packages]\n" + _write_matrix(tmp_path, "").read_text())
+    with pytest.raises(MatrixError, match=r"\[packages\] table is gone"):
+        load(packages_table, features, tmp_path / "none.json")
     no_default_row = _write_matrix(tmp_path, '[[row]]\ntorch = "2.13.0"\ncann = "8.5.0"\npython = "3.11"\nstatus = "supported"')
     with pytest.raises(MatrixError, match="default row .* is not a supported row"):
         load(no_default_row, features, tmp_path / "none.json")
@@ -158,3 +167,85 @@ def test_local_wheel_names_reads_find_links_and_file_indexes(monkeypatch, tmp_pa
     assert "torch-9.9.9-cp311-cp311-linux_x86_64.whl" in names
     assert "torch-8.8.8-cp312-cp312-x.whl" in names
     assert local_wheels.torch_wheel_is_local("8.8.8", "3.12")
+
+
+# ---------------------------------------------------------------------------
+# The package list, read from packages/*/pyproject.toml
+# ---------------------------------------------------------------------------
+
+
+def _write_package(root: Path, folder: str, name: str, role: str, dev_install: str, extra: str = "") -> None:
+    (root / "packages" / folder).mkdir(parents=True)
+    (root / "packages" / folder / "pyproject.toml").write_text(
+        f'[project]\nname = "{name}"\nversion = "0.3.1"\ndependencies = ["torch-npu-core==0.3.*"]\n{extra}'
+        f'[tool.torch-npu]\nrole = "{role}"\ndev-install = "{dev_install}"\n')
+
+
+def _plugin_tables(name: str, *modules: str) -> str:
+    selection = ", ".join(f'"torch_npu/{m}"' for m in modules)
+    return (f'[project.entry-points."torch_npu.plugins"]\n{name} = "torch_npu.{name}:_init"\n'
+            f"[tool.hatch.build.targets.wheel]\nonly-include = [{selection}]\n")
+
+
+@pytest.fixture
+def package_tree(tmp_path):
+    """A tree of packages: a meta-package, two plugins, core (last in folder
+    order), and a _template that is no package."""
+    _write_package(tmp_path, "meta", "torch-npu", "meta", "no")
+    _write_package(tmp_path, "alpha", "torch-npu-alpha", "plugin", "wheel", _plugin_tables("alpha", "alpha", "extra"))
+    _write_package(tmp_path, "beta", "torch-npu-beta", "plugin", "wheel", _plugin_tables("beta", "beta"))
+    _write_package(tmp_path, "zcore", "torch-npu-core", "core", "editable")
+    _write_package(tmp_path, "_template", "torch-npu-example", "plugin", "wheel", _plugin_tables("example", "example"))
+    return tmp_path
+
+
+def test_packages_are_the_folders_with_a_pyproject_core_first(package_tree):
+    packages = discover(package_tree)
+    assert [p.folder for p in packages] == ["packages/zcore", "packages/alpha", "packages/beta", "packages/meta"]
+    alpha = packages[1]
+    assert (alpha.name, alpha.role, alpha.plugin, alpha.modules) == (
+        "torch-npu-alpha", "plugin", "alpha", ("alpha", "extra"))
+    assert alpha.release == "==0.3.*" and alpha.dev_install == "wheel"
+
+
+def test_the_package_list_and_the_extras_are_rendered_from_the_pyprojects(package_tree, matrix):
+    matrix.package_list = discover(package_tree)
+    text = render_package_list(matrix)
+    data: dict = {}
+    exec(compile(text, "_package_list.py", "exec"), data)  # data only, no imports
+    assert data["CORE_DISTRIBUTION"] == "torch-npu-core" and data["META_DISTRIBUTION"] == "torch-npu"
+    assert data["PLUGIN_MODULES"] == {"alpha": "torch-npu-alpha", "extra": "torch-npu-alpha", "beta": "torch-npu-beta"}
+    assert data["META_EXTRAS"] == data["PLUGIN_ENTRY_POINTS"] == {"torch-npu-alpha": "alpha", "torch-npu-beta": "beta"}
+    lines = [line for line in render_packages_txt(matrix).splitlines() if not line.startswith("#")]
+    assert lines == ["packages/zcore torch-npu-core editable", "packages/alpha torch-npu-alpha wheel",
+                     "packages/beta torch-npu-beta wheel", "packages/meta torch-npu no"]
+
+    pyproject = f'[project]\nname = "torch-npu"\n[project.optional-dependencies]\n{EXTRAS_BEGIN}\nold = ["x"]\n{EXTRAS_END}\n'
+    assert render_meta_pyproject(matrix, pyproject) == (
+        f'[project]\nname = "torch-npu"\n[project.optional-dependencies]\n{EXTRAS_BEGIN}\n'
+        'alpha = ["torch-npu-alpha"]\nbeta = ["torch-npu-beta"]\nall = ["torch-npu[alpha,beta]"]\n'
+        f"{EXTRAS_END}\n")
+    with pytest.raises(MatrixError, match="marker lines"):
+        render_meta_pyproject(matrix, "[project]\n")
+
+
+def test_malformed_packages_are_rejected(package_tree):
+    _write_package(package_tree, "gamma", "torch-npu-gamma", "plugin", "sometimes", _plugin_tables("gamma", "gamma"))
+    with pytest.raises(MatrixError, match="dev-install must be one of"):
+        discover(package_tree)
+    (package_tree / "packages/gamma/pyproject.toml").unlink()
+    _write_package(package_tree, "delta", "torch-npu-delta", "plugin", "wheel", _plugin_tables("delta", "other"))
+    with pytest.raises(MatrixError, match="must ship torch_npu/delta"):
+        discover(package_tree)
+
+
+def test_check_says_to_render_when_a_package_is_added(matrix):
+    assert check_generated(matrix) == []
+    graph = next(p for p in matrix.package_list if p.plugin == "graph")
+    matrix.package_list.append(dataclasses.replace(graph, folder="packages/new", name="torch-npu-new",
+                                                   plugin="new", modules=("new",)))
+    problems = "\n".join(check_generated(matrix))
+    for generated in ("compat/packages.txt", "packages/core/torch_npu/_package_list.py",
+                      "packages/torch-npu/pyproject.toml"):
+        assert f"{generated} differs" in problems
+    assert "run `python -m compat render`" in problems

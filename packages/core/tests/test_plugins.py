@@ -473,9 +473,10 @@ def test_end_to_end_with_installed_distributions(tmp_path):
     group = "fakecore.plugins"
     core_site, plug_site = tmp_path / "core_site", tmp_path / "plug_site"
 
-    # The core distribution: a package whose __init__ uses _plugins the way
-    # torch_npu/__init__.py does.
+    # The core distribution: a package whose __init__ uses _plugins (and the
+    # generated package list beside it) the way torch_npu/__init__.py does.
     shutil.copy(PLUGINS_PY, _write(core_site / pkg / "_plugins.py", ""))
+    shutil.copy(PLUGINS_PY.with_name("_package_list.py"), core_site / pkg / "_package_list.py")
     _write(
         core_site / pkg / "__init__.py",
         f"""

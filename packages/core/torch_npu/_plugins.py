@@ -16,13 +16,15 @@ torch-npu-profiler, ...) is a *plugin* that
       profiler = "torch_npu.profiler:_initialize"
 
 Core never imports a plugin by name. It only knows the names of the plugins
-of this project (:data:`KNOWN_PLUGINS`) so that using one that is not
-installed gives an error that says what to install.
+of this project (:data:`KNOWN_PLUGINS`, generated from the packages'
+pyproject.toml files into ``_package_list.py``) so that using one that is
+not installed gives an error that says what to install.
 
 This module is deliberately standalone: it imports nothing from torch_npu
-(nor torch), so it can be imported before the compiled extension exists and
-tested on its own. Every function that depends on the package takes its name
-as ``package`` (default ``"torch_npu"``).
+(nor torch) but the data-only ``_package_list.py`` beside it, so it can be
+imported before the compiled extension exists and tested on its own. Every
+function that depends on the package takes its name as ``package`` (default
+``"torch_npu"``).
 
 Intended use in ``torch_npu/__init__.py``::
 
@@ -41,7 +43,31 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Dict, Iterable, Optional
+
+
+def _load_package_list() -> ModuleType:
+    """The generated ``_package_list`` module beside this file.
+
+    A relative import when this module is ``torch_npu._plugins``; loaded by
+    path when this file is loaded on its own (its tests, tools), where there
+    is no parent package to import from.
+    """
+    if __package__:
+        from . import _package_list
+
+        return _package_list
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_package_list.py")
+    spec = importlib.util.spec_from_file_location(f"{__name__}._package_list", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_package_list = _load_package_list()
 
 __all__ = [
     "KNOWN_PLUGINS",
@@ -64,8 +90,8 @@ __all__ = [
 
 DEFAULT_PACKAGE = "torch_npu"
 ENTRY_POINT_GROUP = "torch_npu.plugins"
-CORE_DISTRIBUTION = "torch-npu-core"
-META_DISTRIBUTION = "torch-npu"
+CORE_DISTRIBUTION: str = _package_list.CORE_DISTRIBUTION
+META_DISTRIBUTION: Optional[str] = _package_list.META_DISTRIBUTION
 
 #: Set to ``1``/``all`` to load no plugin, or to a comma-separated list of
 #: plugin names to skip only those (for debugging a plugin that breaks the
@@ -74,23 +100,11 @@ DISABLE_ENV_VAR = "TORCH_NPU_DISABLE_PLUGINS"
 
 #: Submodule of ``torch_npu`` -> pip distribution that provides it. Used only
 #: for error messages; nothing is imported from this table.
-KNOWN_PLUGINS: Dict[str, str] = {
-    "ops": "torch-npu-ops",
-    "contrib": "torch-npu-ops",
-    "optim": "torch-npu-ops",
-    "distributed": "torch-npu-distributed",
-    "graph": "torch-npu-graph",
-    "profiler": "torch-npu-profiler",
-}
+KNOWN_PLUGINS: Dict[str, str] = dict(_package_list.PLUGIN_MODULES)
 
 #: Plugin distribution -> extra of the ``torch-npu`` meta-package that
 #: installs it (``pip install 'torch-npu[profiler]'``).
-DISTRIBUTION_EXTRAS: Dict[str, str] = {
-    "torch-npu-ops": "ops",
-    "torch-npu-distributed": "distributed",
-    "torch-npu-graph": "graph",
-    "torch-npu-profiler": "profiler",
-}
+DISTRIBUTION_EXTRAS: Dict[str, str] = dict(_package_list.META_EXTRAS)
 
 # Plugin status values recorded in PluginInfo.status.
 LOADED = "loaded"

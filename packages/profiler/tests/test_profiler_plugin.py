@@ -1,22 +1,12 @@
-"""torch-npu-profiler installs as a plugin of torch-npu-core and loads with it."""
+"""torch-npu-profiler installs as a plugin of torch-npu-core and loads with it
+(the tests every plugin passes: packages/_template/tests/plugin_contract.py)."""
 
 from __future__ import annotations
 
-import importlib.metadata
+from pathlib import Path
 
-import torch_npu
-from torch_npu import _plugins
-
-
-def test_loaded_through_the_entry_point():
-    info = _plugins.loaded_plugins()["profiler"]
-    assert info.status == "loaded", info.error
-    assert info.distribution == "torch-npu-profiler"
+from plugin_contract import PluginContract
 
 
-def test_import_forms_give_one_module():
-    import torch_npu.profiler as imported
-    from torch_npu.profiler import __version__
-
-    assert torch_npu.profiler is imported
-    assert __version__ == importlib.metadata.version("torch-npu-profiler")
+class TestPlugin(PluginContract):
+    package_dir = Path(__file__).resolve().parents[1]
