@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import inspect
 import math
+import pickle
 
 import pytest
 import torch
 
 import torch_npu
+from torch_npu.ops.custom import CUSTOM_OPS
+from torch_npu.ops.custom._schema import SchemaOp
 
 NPU = torch.device("npu")
 MAX = 2147483647
@@ -86,6 +89,83 @@ def test_documented_signatures():
     assert grad["scale_value"].default == 1.0 and grad["seed"].default == 0
     assert list(sig(torch_npu.npu_dtype_cast).parameters) == ["input", "dtype"]
     assert list(sig(torch_npu.npu_format_cast).parameters) == ["input", "acl_format"]
+
+
+@pytest.mark.parametrize("name", CUSTOM_OPS)
+def test_python_signature_is_the_schema(name):
+    """torch_npu.<name> takes exactly the arguments of torch.ops.npu.<name>:
+    the same names, kinds and defaults (values and types), so that the two
+    cannot drift apart."""
+    fn = getattr(torch_npu, name)
+    schema = getattr(torch.ops.npu, name).default._schema
+    params = list(inspect.signature(fn).parameters.values())
+    assert [p.name for p in params] == [a.name for a in schema.arguments]
+    for p, a in zip(params, schema.arguments):
+        kind = "KEYWORD_ONLY" if a.kwarg_only else "POSITIONAL_OR_KEYWORD"
+        assert p.kind.name == kind, p.name
+        if a.has_default_value():
+            assert p.default == a.default_value, p.name
+            assert type(p.default) is type(a.default_value), p.name
+        else:
+            assert p.default is inspect.Parameter.empty, p.name
+    assert fn.__name__ == name
+    # By reference, as torch.compile's and multiprocessing's pickling need.
+    assert pickle.loads(pickle.dumps(fn)) is fn
+
+
+def test_every_npu_custom_op_is_listed():
+    from torch._library.custom_ops import OPDEFS
+
+    defined = {q.split("::", 1)[1] for q in OPDEFS if q.startswith("npu::")}
+    assert defined == set(CUSTOM_OPS)
+
+
+def test_schema_op_keyword_only_arguments():
+    """SchemaOp with keyword-only arguments (as many of Ascend's schemas
+    have): the generated function, the kernel's and fake's Args (defaults
+    filled in, however the call spelled them), autograd and opcheck."""
+    op = SchemaOp("torch_npu_test::scaled(Tensor x, SymInt n=2, *, float alpha=0.5) -> Tensor")
+    seen = []
+
+    @op.register_kernel
+    def _(args):
+        seen.append((args.n, args.alpha))
+        return args.x * (args.n * args.alpha)
+
+    @op.register_fake
+    def _(args):
+        return torch.empty_like(args.x)
+
+    def setup_context(ctx, args, output):
+        ctx.factor = args.n * args.alpha
+
+    op.register_autograd(lambda ctx, grad: (grad * ctx.factor, None), setup_context=setup_context)
+    scaled = op.python_function(__name__, "x * n * alpha")
+    assert scaled.__doc__ == "x * n * alpha"
+    assert str(inspect.signature(scaled)) == (
+        "(x: torch.Tensor, n: int = 2, *, alpha: float = 0.5) -> torch.Tensor"
+    )
+    assert op.Args._fields == ("x", "n", "alpha")
+
+    x = torch.randn(3, requires_grad=True)
+    y = scaled(x, alpha=3.0)
+    assert seen[-1] == (2, 3.0)
+    y.sum().backward()
+    close(x.grad, torch.full((3,), 6.0))
+    scaled(x.detach(), 4)
+    assert seen[-1] == (4, 0.5)
+    with pytest.raises(TypeError, match=r"scaled\(\) takes from 1 to 2 positional arguments"):
+        scaled(x, 2, 3.0)
+    torch.library.opcheck(op.overload, (x.detach(),), {"alpha": 2.0})
+    torch.library.opcheck(op.overload, (torch.randn(3, requires_grad=True), 3))
+
+
+def test_schema_op_rejects_bad_schemas():
+    with pytest.raises(ValueError, match="schema string"):
+        SchemaOp("torch_npu_test::no_arguments")
+    with pytest.raises(ValueError, match="not allowed"):
+        SchemaOp("torch_npu_test::bad_name(Tensor _npu_custom_op) -> Tensor")
+    assert not hasattr(torch.ops.torch_npu_test, "bad_name")
 
 
 # -- npu_rms_norm ----------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 Each op is a ``torch.library.custom_op`` in the ``npu`` namespace with a
 fake (meta) implementation and an autograd formula, so it works in eager
-mode, under autograd and under ``torch.compile``. Its implementation is
+mode, under autograd and under ``torch.compile``. Its module writes its
+arguments once, as its schema string (``_schema.SchemaOp``): the kernel and
+fake implementation receive them as one named tuple, and the public Python
+function is generated from the schema. Its implementation is
 composed of ATen ops, so it runs on npu tensors as device work (and on CPU
 tensors as well). The plugin initialiser re-exports the Python functions
 below as ``torch_npu.<name>``.

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from torch_npu import _C as _core
 
-from ._common import qualname
+from ._schema import Args, SchemaOp
 
 #: ``torch_npu.Format``: CANN's aclFormat values (the ``acl_format`` argument
 #: of npu_format_cast), from core's single list.
@@ -35,19 +35,22 @@ ACL_FORMAT_ND = int(Format.ND)
 # -- npu_dtype_cast -----------------------------------------------------------
 
 
-@torch.library.custom_op(qualname("npu_dtype_cast"), mutates_args=())
-def _npu_dtype_cast(input: Tensor, dtype: torch.dtype) -> Tensor:
+_DTYPE_CAST = SchemaOp("npu_dtype_cast(Tensor input, ScalarType dtype) -> Tensor")
+
+
+@_DTYPE_CAST.register_kernel
+def _dtype_cast(args: Args) -> Tensor:
     # Always a new tensor: a custom op's output may not alias its input.
-    return input.to(dtype, copy=True)
+    return args.input.to(args.dtype, copy=True)
 
 
-@_npu_dtype_cast.register_fake
-def _npu_dtype_cast_fake(input: Tensor, dtype: torch.dtype) -> Tensor:
-    return torch.empty_like(input, dtype=dtype)
+@_DTYPE_CAST.register_fake
+def _dtype_cast_fake(args: Args) -> Tensor:
+    return torch.empty_like(args.input, dtype=args.dtype)
 
 
-def _dtype_cast_setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
-    ctx.input_dtype = inputs[0].dtype
+def _dtype_cast_setup_context(ctx: Any, args: Args, output: Tensor) -> None:
+    ctx.input_dtype = args.input.dtype
 
 
 def _dtype_cast_backward(ctx: Any, grad: Tensor) -> Tuple[Any, ...]:
@@ -56,43 +59,50 @@ def _dtype_cast_backward(ctx: Any, grad: Tensor) -> Tuple[Any, ...]:
     return grad.to(ctx.input_dtype), None
 
 
-_npu_dtype_cast.register_autograd(_dtype_cast_backward, setup_context=_dtype_cast_setup_context)
+_DTYPE_CAST.register_autograd(_dtype_cast_backward, setup_context=_dtype_cast_setup_context)
 
 
-def npu_dtype_cast(input: Tensor, dtype: torch.dtype) -> Tensor:
+npu_dtype_cast = _DTYPE_CAST.python_function(
+    __name__,
     """Casts ``input`` to ``dtype``, like ``input.to(dtype)``.
 
     Always returns a new tensor (also when ``input`` already has ``dtype``).
     Differentiable: the gradient is cast back to the dtype of ``input``.
-    """
-    return torch.ops.npu.npu_dtype_cast(input, dtype)
+    """,
+)
 
 
 # -- npu_format_cast ----------------------------------------------------------
 
 
-@torch.library.custom_op(qualname("npu_format_cast"), mutates_args=())
-def _npu_format_cast(input: Tensor, acl_format: int) -> Tensor:
-    output = input.clone()
+_FORMAT_CAST = SchemaOp("npu_format_cast(Tensor input, SymInt acl_format) -> Tensor")
+
+
+@_FORMAT_CAST.register_kernel
+def _format_cast(args: Args) -> Tensor:
+    output = args.input.clone()
     if output.device.type == "npu":
-        _core._set_npu_format(output, acl_format)
+        _core._set_npu_format(output, args.acl_format)
     # Formats describe npu memory: a CPU tensor (a CPU reference run of
     # npu code) gets a plain copy.
     return output
 
 
-@_npu_format_cast.register_fake
-def _npu_format_cast_fake(input: Tensor, acl_format: int) -> Tensor:
-    return torch.empty_like(input)
+@_FORMAT_CAST.register_fake
+def _format_cast_fake(args: Args) -> Tensor:
+    return torch.empty_like(args.input)
 
 
 def _format_cast_backward(ctx: Any, grad: Tensor) -> Tuple[Any, ...]:
     return grad, None
 
 
-_npu_format_cast.register_autograd(_format_cast_backward)
+_FORMAT_CAST.register_autograd(_format_cast_backward)
 
 
+# Written out rather than generated: it converts ``acl_format`` (a Format
+# member, or any int-like) to the int of the schema. test_custom_ops checks
+# that its signature stays the schema's.
 def npu_format_cast(input: Tensor, acl_format: int) -> Tensor:
     """Returns a copy of npu tensor ``input`` in the storage format
     ``acl_format`` (a :class:`Format` value, e.g. 29 = FRACTAL_NZ):

@@ -8,11 +8,6 @@ import torch
 NAMESPACE = "npu"
 
 
-def qualname(name: str) -> str:
-    """``"npu::<name>"``, the name to register ``name`` under."""
-    return f"{NAMESPACE}::{name}"
-
-
 def compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
     """The dtype the arithmetic of a fused op runs in: float32 for
     float16/bfloat16/float32 inputs (as the NPU kernels accumulate in

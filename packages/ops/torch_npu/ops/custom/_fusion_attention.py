@@ -28,7 +28,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from ._common import check_floating, compute_dtype, qualname, sum_to
+from ._common import check_floating, compute_dtype, sum_to
+from ._schema import Args, SchemaOp
 
 MAX_TOKENS = 2147483647
 LAYOUTS = ("BSH", "SBH", "BSND", "BNSD", "TND")
@@ -95,15 +96,12 @@ def _bounds(name: str, cumulative: Optional[Sequence[int]], total: Any) -> List[
     return out
 
 
-def _geometry(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    head_num: int,
-    input_layout: str,
-    actual_seq_qlen: Optional[Sequence[int]],
-    actual_seq_kvlen: Optional[Sequence[int]],
-) -> _Geometry:
+def _geometry(args: Args) -> _Geometry:
+    """The sizes of a call of either op (``args`` of npu_fusion_attention or
+    npu_fusion_attention_grad: the arguments read here have the same names
+    in both)."""
+    query, key, value = args.query, args.key, args.value
+    head_num, input_layout = args.head_num, args.input_layout
     if input_layout not in LAYOUTS:
         raise ValueError(
             f"npu_fusion_attention: input_layout must be one of {LAYOUTS}, got {input_layout!r}"
@@ -169,8 +167,8 @@ def _geometry(
                 f"npu_fusion_attention: key {tuple(key.shape)} and value "
                 f"{tuple(value.shape)} do not match query {tuple(query.shape)}"
             )
-        q_bounds = _bounds("actual_seq_qlen", actual_seq_qlen, t)
-        kv_bounds = _bounds("actual_seq_kvlen", actual_seq_kvlen, tk)
+        q_bounds = _bounds("actual_seq_qlen", args.actual_seq_qlen, t)
+        kv_bounds = _bounds("actual_seq_kvlen", args.actual_seq_kvlen, tk)
         if len(q_bounds) != len(kv_bounds):
             raise ValueError(
                 "npu_fusion_attention: actual_seq_qlen and actual_seq_kvlen must have "
@@ -242,7 +240,8 @@ def _stat_shape(geom: _Geometry, total_q: Any = None) -> List[Any]:
 # -- masks ---------------------------------------------------------------------
 
 
-def _check_options(keep_prob: float, sparse_mode: int, prefix: Optional[Sequence[int]]) -> None:
+def _check_options(args: Args) -> None:
+    keep_prob, sparse_mode = args.keep_prob, args.sparse_mode
     if not 0.0 < keep_prob <= 1.0:
         raise ValueError(f"npu_fusion_attention: keep_prob must be in (0, 1], got {keep_prob}")
     if sparse_mode not in _SUPPORTED_SPARSE_MODES:
@@ -252,7 +251,7 @@ def _check_options(keep_prob: float, sparse_mode: int, prefix: Optional[Sequence
                 f"devices) is not implemented by torch-npu"
             )
         raise ValueError(f"npu_fusion_attention: invalid sparse_mode {sparse_mode}")
-    if sparse_mode in (_PREFIX, _PREFIX_COMPRESS) and prefix is None:
+    if sparse_mode in (_PREFIX, _PREFIX_COMPRESS) and args.prefix is None:
         raise ValueError(f"npu_fusion_attention: sparse_mode {sparse_mode} needs prefix")
 
 
@@ -266,18 +265,17 @@ def _user_mask(atten_mask: Optional[Tensor], sq: int, skv: int, sliced: bool) ->
 
 
 def _build_mask(
-    atten_mask: Optional[Tensor],
-    sparse_mode: int,
-    pre_tockens: int,
-    next_tockens: int,
-    prefix: Optional[Sequence[int]],
+    args: Args,
     sq: int,
     skv: int,
     device: torch.device,
     batch_index: Optional[int] = None,
 ) -> Optional[Tensor]:
     """Boolean mask (True = masked out) broadcastable to [B, N, Sq, Skv], or
-    None when nothing is masked. ``batch_index``: the sequence of a TND call."""
+    None when nothing is masked, of the masking arguments of ``args`` (of
+    either op). ``batch_index``: the sequence of a TND call."""
+    atten_mask, sparse_mode, prefix = args.atten_mask, args.sparse_mode, args.prefix
+    pre_tockens, next_tockens = args.pre_tockens, args.next_tockens
     tnd = batch_index is not None
     if sparse_mode == _ALL_MASK:
         return _user_mask(atten_mask, sq, skv, tnd)
@@ -452,30 +450,25 @@ def _stat(t: Tensor) -> Tensor:
 # -- npu_fusion_attention ------------------------------------------------------
 
 
-@torch.library.custom_op(qualname("npu_fusion_attention"), mutates_args=())
-def _npu_fusion_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    head_num: int,
-    input_layout: str,
-    pse: Optional[Tensor] = None,
-    padding_mask: Optional[Tensor] = None,
-    atten_mask: Optional[Tensor] = None,
-    scale: float = 1.0,
-    keep_prob: float = 1.0,
-    pre_tockens: int = MAX_TOKENS,
-    next_tockens: int = MAX_TOKENS,
-    inner_precise: int = 0,
-    prefix: Optional[List[int]] = None,
-    actual_seq_qlen: Optional[List[int]] = None,
-    actual_seq_kvlen: Optional[List[int]] = None,
-    sparse_mode: int = 0,
-    gen_mask_parallel: bool = True,
-    sync: bool = False,
-) -> Tuple[Tensor, Tensor, Tensor, Tensor, int, int, int]:
-    geom = _geometry(query, key, value, head_num, input_layout, actual_seq_qlen, actual_seq_kvlen)
-    _check_options(keep_prob, sparse_mode, prefix)
+_FUSION_ATTENTION = SchemaOp(
+    f"""npu_fusion_attention(
+        Tensor query, Tensor key, Tensor value, SymInt head_num, str input_layout,
+        Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None,
+        float scale=1., float keep_prob=1.,
+        SymInt pre_tockens={MAX_TOKENS}, SymInt next_tockens={MAX_TOKENS},
+        SymInt inner_precise=0, SymInt[]? prefix=None,
+        SymInt[]? actual_seq_qlen=None, SymInt[]? actual_seq_kvlen=None,
+        SymInt sparse_mode=0, bool gen_mask_parallel=True, bool sync=False
+    ) -> (Tensor, Tensor, Tensor, Tensor, SymInt, SymInt, SymInt)"""
+)
+
+
+@_FUSION_ATTENTION.register_kernel
+def _fusion_attention(args: Args) -> Tuple[Tensor, Tensor, Tensor, Tensor, int, int, int]:
+    geom = _geometry(args)
+    _check_options(args)
+    query, key, value, pse = args.query, args.key, args.value, args.pse
+    scale, keep_prob = args.scale, args.keep_prob
     ct = compute_dtype(query.dtype, key.dtype, value.dtype)
     device = query.device
     numels = geom.numels()
@@ -489,10 +482,7 @@ def _npu_fusion_attention(
         q = _to_bnsd(query, geom.layout, geom.heads)
         k = _to_bnsd(key, geom.layout, geom.kv_heads)
         v = _to_bnsd(value, geom.layout, geom.kv_heads)
-        mask = _build_mask(
-            atten_mask, sparse_mode, pre_tockens, next_tockens, prefix,
-            geom.q_len, geom.kv_len, device,
-        )
+        mask = _build_mask(args, geom.q_len, geom.kv_len, device)
         keep = None if keep_flat is None else keep_flat.view(
             geom.batch, geom.heads, geom.q_len, geom.kv_len
         )
@@ -506,9 +496,7 @@ def _npu_fusion_attention(
         used = 0
         for b, ((qs, qe), (ks, ke)) in enumerate(zip(geom.q_bounds, geom.kv_bounds)):
             sq, skv = qe - qs, ke - ks
-            mask = _build_mask(
-                atten_mask, sparse_mode, pre_tockens, next_tockens, prefix, sq, skv, device, b
-            )
+            mask = _build_mask(args, sq, skv, device, b)
             keep = None
             if keep_flat is not None:
                 size = geom.heads * sq * skv
@@ -527,33 +515,14 @@ def _npu_fusion_attention(
     return out, softmax_max, softmax_sum, softmax_out, seed, offset, numels
 
 
-@_npu_fusion_attention.register_fake
-def _npu_fusion_attention_fake(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    head_num: int,
-    input_layout: str,
-    pse: Optional[Tensor] = None,
-    padding_mask: Optional[Tensor] = None,
-    atten_mask: Optional[Tensor] = None,
-    scale: float = 1.0,
-    keep_prob: float = 1.0,
-    pre_tockens: int = MAX_TOKENS,
-    next_tockens: int = MAX_TOKENS,
-    inner_precise: int = 0,
-    prefix: Optional[List[int]] = None,
-    actual_seq_qlen: Optional[List[int]] = None,
-    actual_seq_kvlen: Optional[List[int]] = None,
-    sparse_mode: int = 0,
-    gen_mask_parallel: bool = True,
-    sync: bool = False,
-) -> Tuple[Tensor, Tensor, Tensor, Tensor, int, int, int]:
-    geom = _geometry(query, key, value, head_num, input_layout, actual_seq_qlen, actual_seq_kvlen)
-    _check_options(keep_prob, sparse_mode, prefix)
-    ct = compute_dtype(query.dtype, key.dtype, value.dtype)
+@_FUSION_ATTENTION.register_fake
+def _fusion_attention_fake(args: Args) -> Tuple[Tensor, Tensor, Tensor, Tensor, Any, Any, Any]:
+    geom = _geometry(args)
+    _check_options(args)
+    query = args.query
+    ct = compute_dtype(query.dtype, args.key.dtype, args.value.dtype)
     seed = offset = 0
-    if keep_prob < 1.0:
+    if args.keep_prob < 1.0:
         # Data-dependent: drawn from the generator when the op runs. Under
         # torch.compile this is a graph break unless
         # torch._dynamo.config.capture_dynamic_output_shape_ops is True.
@@ -571,104 +540,73 @@ def _npu_fusion_attention_fake(
     )
 
 
-_FORWARD_ARGS = (
-    "query", "key", "value", "head_num", "input_layout", "pse", "padding_mask",
-    "atten_mask", "scale", "keep_prob", "pre_tockens", "next_tockens",
-    "inner_precise", "prefix", "actual_seq_qlen", "actual_seq_kvlen",
-    "sparse_mode", "gen_mask_parallel", "sync",
-)
+#: The non-tensor arguments (the options) of npu_fusion_attention. The
+#: backward passes each to the npu_fusion_attention_grad argument of the same
+#: name (``scale`` to ``scale_value``); the tensors it needs are saved.
+_OPTIONS = _FUSION_ATTENTION.argument_names(tensors=False)
 
 
-def _setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Any, ...]) -> None:
-    args = dict(zip(_FORWARD_ARGS, inputs))
+def _setup_context(ctx: Any, args: Args, output: Tuple[Any, ...]) -> None:
     out, softmax_max, softmax_sum, _softmax_out, seed, offset, numels = output
     ctx.save_for_backward(
-        args["query"], args["key"], args["value"], args["pse"], args["atten_mask"],
+        args.query, args.key, args.value, args.pse, args.atten_mask,
         out, softmax_max, softmax_sum,
     )
-    ctx.options = {
-        name: args[name]
-        for name in (
-            "head_num", "input_layout", "scale", "keep_prob", "pre_tockens",
-            "next_tockens", "inner_precise", "prefix", "actual_seq_qlen",
-            "actual_seq_kvlen", "sparse_mode", "gen_mask_parallel", "sync",
-        )
-    }
+    ctx.options = {name: getattr(args, name) for name in _OPTIONS}
     ctx.seed, ctx.offset, ctx.numels = seed, offset, numels
 
 
 def _backward(ctx: Any, grad_out: Tensor, *unused_grads: Any) -> Tuple[Any, ...]:
     query, key, value, pse, atten_mask, out, softmax_max, softmax_sum = ctx.saved_tensors
-    nones = [None] * len(_FORWARD_ARGS)
+    grads = dict.fromkeys(_FUSION_ATTENTION.Args._fields)
     if grad_out is None:
-        return tuple(nones)
-    opts = ctx.options
+        return tuple(grads.values())
+    options = dict(ctx.options)
+    options["scale_value"] = options.pop("scale")
     dq, dk, dv, dpse = torch.ops.npu.npu_fusion_attention_grad(
-        query, key, value, grad_out, opts["head_num"], opts["input_layout"],
+        query, key, value, grad_out,
         pse=pse,
         atten_mask=atten_mask,
         softmax_max=softmax_max,
         softmax_sum=softmax_sum,
         attention_in=out,
-        scale_value=opts["scale"],
-        keep_prob=opts["keep_prob"],
-        pre_tockens=opts["pre_tockens"],
-        next_tockens=opts["next_tockens"],
-        inner_precise=opts["inner_precise"],
         seed=ctx.seed,
         offset=ctx.offset,
         numels=ctx.numels,
-        prefix=opts["prefix"],
-        actual_seq_qlen=opts["actual_seq_qlen"],
-        actual_seq_kvlen=opts["actual_seq_kvlen"],
-        sparse_mode=opts["sparse_mode"],
-        gen_mask_parallel=opts["gen_mask_parallel"],
-        sync=opts["sync"],
+        **options,
     )
-    nones[0], nones[1], nones[2] = dq, dk, dv
-    if pse is not None and ctx.needs_input_grad[5]:
-        nones[5] = dpse
-    return tuple(nones)
+    grads["query"], grads["key"], grads["value"] = dq, dk, dv
+    if pse is not None and ctx.needs_input_grad[_FUSION_ATTENTION.Args._fields.index("pse")]:
+        grads["pse"] = dpse
+    return tuple(grads.values())
 
 
-_npu_fusion_attention.register_autograd(_backward, setup_context=_setup_context)
+_FUSION_ATTENTION.register_autograd(_backward, setup_context=_setup_context)
 
 
 # -- npu_fusion_attention_grad -------------------------------------------------
 
 
-@torch.library.custom_op(qualname("npu_fusion_attention_grad"), mutates_args=())
-def _npu_fusion_attention_grad(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    dy: Tensor,
-    head_num: int,
-    input_layout: str,
-    pse: Optional[Tensor] = None,
-    padding_mask: Optional[Tensor] = None,
-    atten_mask: Optional[Tensor] = None,
-    softmax_max: Optional[Tensor] = None,
-    softmax_sum: Optional[Tensor] = None,
-    softmax_in: Optional[Tensor] = None,
-    attention_in: Optional[Tensor] = None,
-    scale_value: float = 1.0,
-    keep_prob: float = 1.0,
-    pre_tockens: int = MAX_TOKENS,
-    next_tockens: int = MAX_TOKENS,
-    inner_precise: int = 0,
-    seed: int = 0,
-    offset: int = 0,
-    numels: int = 0,
-    prefix: Optional[List[int]] = None,
-    actual_seq_qlen: Optional[List[int]] = None,
-    actual_seq_kvlen: Optional[List[int]] = None,
-    sparse_mode: int = 0,
-    gen_mask_parallel: bool = True,
-    sync: bool = False,
-) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    geom = _geometry(query, key, value, head_num, input_layout, actual_seq_qlen, actual_seq_kvlen)
-    _check_options(keep_prob, sparse_mode, prefix)
+_FUSION_ATTENTION_GRAD = SchemaOp(
+    f"""npu_fusion_attention_grad(
+        Tensor query, Tensor key, Tensor value, Tensor dy, SymInt head_num, str input_layout,
+        Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None,
+        Tensor? softmax_max=None, Tensor? softmax_sum=None, Tensor? softmax_in=None,
+        Tensor? attention_in=None, float scale_value=1., float keep_prob=1.,
+        SymInt pre_tockens={MAX_TOKENS}, SymInt next_tockens={MAX_TOKENS},
+        SymInt inner_precise=0, SymInt seed=0, SymInt offset=0, SymInt numels=0,
+        SymInt[]? prefix=None, SymInt[]? actual_seq_qlen=None, SymInt[]? actual_seq_kvlen=None,
+        SymInt sparse_mode=0, bool gen_mask_parallel=True, bool sync=False
+    ) -> (Tensor, Tensor, Tensor, Tensor)"""
+)
+
+
+@_FUSION_ATTENTION_GRAD.register_kernel
+def _fusion_attention_grad(args: Args) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    geom = _geometry(args)
+    _check_options(args)
+    query, key, value, dy, pse = args.query, args.key, args.value, args.dy, args.pse
+    scale, keep_prob = args.scale_value, args.keep_prob
     if tuple(dy.shape) != tuple(_out_shape(query, geom)):
         raise ValueError(
             f"npu_fusion_attention_grad: dy has shape {tuple(dy.shape)}, expected "
@@ -679,12 +617,13 @@ def _npu_fusion_attention_grad(
     keep_flat = None
     if keep_prob < 1.0:
         expected = geom.numels()
-        if numels not in (0, expected):
+        if args.numels not in (0, expected):
             raise ValueError(
-                f"npu_fusion_attention_grad: numels is {numels}, but the dropout mask "
+                f"npu_fusion_attention_grad: numels is {args.numels}, but the dropout mask "
                 f"of these inputs has {expected} elements"
             )
-        keep_flat = dropout_keep_mask(seed, offset, expected, keep_prob, device)
+        keep_flat = dropout_keep_mask(args.seed, args.offset, expected, keep_prob, device)
+    softmax_max, softmax_sum = args.softmax_max, args.softmax_sum
     have_stats = softmax_max is not None and softmax_sum is not None
     if have_stats and softmax_max.numel() == 0:
         have_stats = False
@@ -694,17 +633,14 @@ def _npu_fusion_attention_grad(
         k = _to_bnsd(key, geom.layout, geom.kv_heads)
         v = _to_bnsd(value, geom.layout, geom.kv_heads)
         d = _to_bnsd(dy, geom.layout, geom.heads)
-        mask = _build_mask(
-            atten_mask, sparse_mode, pre_tockens, next_tockens, prefix,
-            geom.q_len, geom.kv_len, device,
-        )
+        mask = _build_mask(args, geom.q_len, geom.kv_len, device)
         keep = None if keep_flat is None else keep_flat.view(
             geom.batch, geom.heads, geom.q_len, geom.kv_len
         )
         m = softmax_max[..., :1] if have_stats else None
         l = softmax_sum[..., :1] if have_stats else None
         dq, dk, dv, ds = _backward_block(
-            q, k, v, d, pse, mask, keep, m, l, scale_value, keep_prob, ct
+            q, k, v, d, pse, mask, keep, m, l, scale, keep_prob, ct
         )
         dq = _from_bnsd(dq.to(query.dtype), geom.layout)
         dk = _from_bnsd(dk.to(key.dtype), geom.layout)
@@ -723,9 +659,7 @@ def _npu_fusion_attention_grad(
     used = 0
     for b, ((qs, qe), (ks, ke)) in enumerate(zip(geom.q_bounds, geom.kv_bounds)):
         sq, skv = qe - qs, ke - ks
-        mask = _build_mask(
-            atten_mask, sparse_mode, pre_tockens, next_tockens, prefix, sq, skv, device, b
-        )
+        mask = _build_mask(args, sq, skv, device, b)
         keep = None
         if keep_flat is not None:
             size = geom.heads * sq * skv
@@ -735,7 +669,7 @@ def _npu_fusion_attention_grad(
         l = _tnd_block(softmax_sum[..., :1], qs, qe) if have_stats else None
         dq_b, dk_b, dv_b, _ = _backward_block(
             _tnd_block(query, qs, qe), _tnd_block(key, ks, ke), _tnd_block(value, ks, ke),
-            _tnd_block(dy, qs, qe), None, mask, keep, m, l, scale_value, keep_prob, ct,
+            _tnd_block(dy, qs, qe), None, mask, keep, m, l, scale, keep_prob, ct,
         )
         dq[qs:qe] = dq_b[0].permute(1, 0, 2)
         dk[ks:ke] = dk_b[0].permute(1, 0, 2)
@@ -748,43 +682,16 @@ def _npu_fusion_attention_grad(
     )
 
 
-@_npu_fusion_attention_grad.register_fake
-def _npu_fusion_attention_grad_fake(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    dy: Tensor,
-    head_num: int,
-    input_layout: str,
-    pse: Optional[Tensor] = None,
-    padding_mask: Optional[Tensor] = None,
-    atten_mask: Optional[Tensor] = None,
-    softmax_max: Optional[Tensor] = None,
-    softmax_sum: Optional[Tensor] = None,
-    softmax_in: Optional[Tensor] = None,
-    attention_in: Optional[Tensor] = None,
-    scale_value: float = 1.0,
-    keep_prob: float = 1.0,
-    pre_tockens: int = MAX_TOKENS,
-    next_tockens: int = MAX_TOKENS,
-    inner_precise: int = 0,
-    seed: int = 0,
-    offset: int = 0,
-    numels: int = 0,
-    prefix: Optional[List[int]] = None,
-    actual_seq_qlen: Optional[List[int]] = None,
-    actual_seq_kvlen: Optional[List[int]] = None,
-    sparse_mode: int = 0,
-    gen_mask_parallel: bool = True,
-    sync: bool = False,
-) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    _geometry(query, key, value, head_num, input_layout, actual_seq_qlen, actual_seq_kvlen)
-    _check_options(keep_prob, sparse_mode, prefix)
+@_FUSION_ATTENTION_GRAD.register_fake
+def _fusion_attention_grad_fake(args: Args) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    _geometry(args)
+    _check_options(args)
+    query, pse = args.query, args.pse
     dpse = pse.new_empty(pse.shape) if pse is not None else query.new_empty([0])
     return (
         query.new_empty(query.shape),
-        key.new_empty(key.shape),
-        value.new_empty(value.shape),
+        args.key.new_empty(args.key.shape),
+        args.value.new_empty(args.value.shape),
         dpse,
     )
 
@@ -792,27 +699,8 @@ def _npu_fusion_attention_grad_fake(
 # -- public functions ------------------------------------------------------------
 
 
-def npu_fusion_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    head_num: int,
-    input_layout: str,
-    pse: Optional[Tensor] = None,
-    padding_mask: Optional[Tensor] = None,
-    atten_mask: Optional[Tensor] = None,
-    scale: float = 1.0,
-    keep_prob: float = 1.0,
-    pre_tockens: int = MAX_TOKENS,
-    next_tockens: int = MAX_TOKENS,
-    inner_precise: int = 0,
-    prefix: Optional[List[int]] = None,
-    actual_seq_qlen: Optional[List[int]] = None,
-    actual_seq_kvlen: Optional[List[int]] = None,
-    sparse_mode: int = 0,
-    gen_mask_parallel: bool = True,
-    sync: bool = False,
-) -> Tuple[Tensor, Tensor, Tensor, Tensor, int, int, int]:
+npu_fusion_attention = _FUSION_ATTENTION.python_function(
+    __name__,
     """Fused attention: ``Dropout(Softmax(Mask(scale * (query @ key^T + pse),
     atten_mask)), keep_prob) @ value``.
 
@@ -867,43 +755,12 @@ def npu_fusion_attention(
 
     Differentiable in ``query``, ``key``, ``value`` and ``pse`` through
     ``attention_out``; the backward is :func:`npu_fusion_attention_grad`.
-    """
-    return torch.ops.npu.npu_fusion_attention(
-        query, key, value, head_num, input_layout, pse, padding_mask, atten_mask,
-        scale, keep_prob, pre_tockens, next_tockens, inner_precise, prefix,
-        actual_seq_qlen, actual_seq_kvlen, sparse_mode, gen_mask_parallel, sync,
-    )
+    """,
+)
 
 
-def npu_fusion_attention_grad(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    dy: Tensor,
-    head_num: int,
-    input_layout: str,
-    pse: Optional[Tensor] = None,
-    padding_mask: Optional[Tensor] = None,
-    atten_mask: Optional[Tensor] = None,
-    softmax_max: Optional[Tensor] = None,
-    softmax_sum: Optional[Tensor] = None,
-    softmax_in: Optional[Tensor] = None,
-    attention_in: Optional[Tensor] = None,
-    scale_value: float = 1.0,
-    keep_prob: float = 1.0,
-    pre_tockens: int = MAX_TOKENS,
-    next_tockens: int = MAX_TOKENS,
-    inner_precise: int = 0,
-    seed: int = 0,
-    offset: int = 0,
-    numels: int = 0,
-    prefix: Optional[List[int]] = None,
-    actual_seq_qlen: Optional[List[int]] = None,
-    actual_seq_kvlen: Optional[List[int]] = None,
-    sparse_mode: int = 0,
-    gen_mask_parallel: bool = True,
-    sync: bool = False,
-) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+npu_fusion_attention_grad = _FUSION_ATTENTION_GRAD.python_function(
+    __name__,
     """The backward of :func:`npu_fusion_attention`.
 
     Takes the forward's inputs and options (``scale_value`` is its
@@ -916,10 +773,5 @@ def npu_fusion_attention_grad(
     Returns:
         ``(dq, dk, dv, dpse)``, of the shapes of query, key, value and pse
         (an empty tensor when ``pse`` is None).
-    """
-    return torch.ops.npu.npu_fusion_attention_grad(
-        query, key, value, dy, head_num, input_layout, pse, padding_mask, atten_mask,
-        softmax_max, softmax_sum, softmax_in, attention_in, scale_value, keep_prob,
-        pre_tockens, next_tockens, inner_precise, seed, offset, numels, prefix,
-        actual_seq_qlen, actual_seq_kvlen, sparse_mode, gen_mask_parallel, sync,
-    )
+    """,
+)

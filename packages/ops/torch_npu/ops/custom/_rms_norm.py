@@ -7,7 +7,12 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
-from ._common import check_floating, compute_dtype, qualname, sum_to
+from ._common import check_floating, compute_dtype, sum_to
+from ._schema import Args, SchemaOp
+
+_RMS_NORM = SchemaOp(
+    "npu_rms_norm(Tensor x, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)"
+)
 
 
 def _check(x: Tensor, gamma: Tensor) -> None:
@@ -30,27 +35,28 @@ def _rstd_shape(x: Tensor, gamma: Tensor) -> list:
     return list(x.shape[:lead]) + [1] * gamma.dim()
 
 
-@torch.library.custom_op(qualname("npu_rms_norm"), mutates_args=())
-def _npu_rms_norm(x: Tensor, gamma: Tensor, epsilon: float = 1e-6) -> Tuple[Tensor, Tensor]:
+@_RMS_NORM.register_kernel
+def _rms_norm(args: Args) -> Tuple[Tensor, Tensor]:
+    x, gamma = args.x, args.gamma
     _check(x, gamma)
     ct = compute_dtype(x.dtype, gamma.dtype)
     dims = list(range(x.dim() - gamma.dim(), x.dim()))
     xf = x.to(ct)
-    rstd = torch.rsqrt(xf.square().mean(dims, keepdim=True) + epsilon)
+    rstd = torch.rsqrt(xf.square().mean(dims, keepdim=True) + args.epsilon)
     y = (xf * rstd * gamma.to(ct)).to(x.dtype)
     return y.contiguous(), rstd.contiguous()
 
 
-@_npu_rms_norm.register_fake
-def _npu_rms_norm_fake(x: Tensor, gamma: Tensor, epsilon: float = 1e-6) -> Tuple[Tensor, Tensor]:
+@_RMS_NORM.register_fake
+def _rms_norm_fake(args: Args) -> Tuple[Tensor, Tensor]:
+    x, gamma = args.x, args.gamma
     _check(x, gamma)
     ct = compute_dtype(x.dtype, gamma.dtype)
     return x.new_empty(x.shape), x.new_empty(_rstd_shape(x, gamma), dtype=ct)
 
 
-def _setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tuple[Tensor, Tensor]) -> None:
-    x, gamma, _epsilon = inputs
-    ctx.save_for_backward(x, gamma, output[1])
+def _setup_context(ctx: Any, args: Args, output: Tuple[Tensor, Tensor]) -> None:
+    ctx.save_for_backward(args.x, args.gamma, output[1])
 
 
 def _backward(ctx: Any, grad_y: Tensor, grad_rstd: Tensor) -> Tuple[Any, ...]:
@@ -79,10 +85,11 @@ def _backward(ctx: Any, grad_y: Tensor, grad_rstd: Tensor) -> Tuple[Any, ...]:
     return grad_x, grad_gamma, None
 
 
-_npu_rms_norm.register_autograd(_backward, setup_context=_setup_context)
+_RMS_NORM.register_autograd(_backward, setup_context=_setup_context)
 
 
-def npu_rms_norm(x: Tensor, gamma: Tensor, epsilon: float = 1e-6) -> Tuple[Tensor, Tensor]:
+npu_rms_norm = _RMS_NORM.python_function(
+    __name__,
     """RMSNorm: ``y = x / sqrt(mean(x**2) + epsilon) * gamma``.
 
     The mean is taken over the last ``gamma.dim()`` dimensions of ``x`` (whose
@@ -99,5 +106,5 @@ def npu_rms_norm(x: Tensor, gamma: Tensor, epsilon: float = 1e-6) -> Tuple[Tenso
         float32, of the shape of ``x`` with the normalised dimensions set to 1.
 
     Differentiable in ``x`` and ``gamma`` (through ``y`` and ``rstd``).
-    """
-    return torch.ops.npu.npu_rms_norm(x, gamma, epsilon)
+    """,
+)

@@ -7,7 +7,12 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
-from ._common import check_floating, compute_dtype, qualname, sum_to
+from ._common import check_floating, compute_dtype, sum_to
+from ._schema import Args, SchemaOp
+
+_ROTARY_MUL = SchemaOp(
+    'npu_rotary_mul(Tensor x, Tensor r1, Tensor r2, str rotary_mode="half") -> Tensor'
+)
 
 _MODES = ("half", "interleave")
 
@@ -51,25 +56,25 @@ def _rotate_transposed(t: Tensor, rotary_mode: str) -> Tensor:
     return torch.stack((pairs[..., 1], -pairs[..., 0]), dim=-1).flatten(-2)
 
 
-@torch.library.custom_op(qualname("npu_rotary_mul"), mutates_args=())
-def _npu_rotary_mul(x: Tensor, r1: Tensor, r2: Tensor, rotary_mode: str = "half") -> Tensor:
-    _check(x, r1, r2, rotary_mode)
+@_ROTARY_MUL.register_kernel
+def _rotary_mul(args: Args) -> Tensor:
+    x, r1, r2, mode = args.x, args.r1, args.r2, args.rotary_mode
+    _check(x, r1, r2, mode)
     ct = compute_dtype(x.dtype, r1.dtype, r2.dtype)
     xf = x.to(ct)
-    y = xf * r1.to(ct) + _rotate(xf, rotary_mode) * r2.to(ct)
+    y = xf * r1.to(ct) + _rotate(xf, mode) * r2.to(ct)
     return y.to(x.dtype).contiguous()
 
 
-@_npu_rotary_mul.register_fake
-def _npu_rotary_mul_fake(x: Tensor, r1: Tensor, r2: Tensor, rotary_mode: str = "half") -> Tensor:
-    _check(x, r1, r2, rotary_mode)
-    return x.new_empty(x.shape)
+@_ROTARY_MUL.register_fake
+def _rotary_mul_fake(args: Args) -> Tensor:
+    _check(args.x, args.r1, args.r2, args.rotary_mode)
+    return args.x.new_empty(args.x.shape)
 
 
-def _setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
-    x, r1, r2, rotary_mode = inputs
-    ctx.rotary_mode = rotary_mode
-    ctx.save_for_backward(x, r1, r2)
+def _setup_context(ctx: Any, args: Args, output: Tensor) -> None:
+    ctx.rotary_mode = args.rotary_mode
+    ctx.save_for_backward(args.x, args.r1, args.r2)
 
 
 def _backward(ctx: Any, grad: Tensor) -> Tuple[Any, ...]:
@@ -87,10 +92,11 @@ def _backward(ctx: Any, grad: Tensor) -> Tuple[Any, ...]:
     return grad_x, grad_r1, grad_r2, None
 
 
-_npu_rotary_mul.register_autograd(_backward, setup_context=_setup_context)
+_ROTARY_MUL.register_autograd(_backward, setup_context=_setup_context)
 
 
-def npu_rotary_mul(x: Tensor, r1: Tensor, r2: Tensor, rotary_mode: str = "half") -> Tensor:
+npu_rotary_mul = _ROTARY_MUL.python_function(
+    __name__,
     """Rotary position embedding: ``x * r1 + rotate(x) * r2``.
 
     ``r1`` and ``r2`` are usually the cosine and sine tables; both must
@@ -109,5 +115,5 @@ def npu_rotary_mul(x: Tensor, r1: Tensor, r2: Tensor, rotary_mode: str = "half")
     Returns:
         A tensor of the shape and dtype of ``x``. Differentiable in ``x``,
         ``r1`` and ``r2``.
-    """
-    return torch.ops.npu.npu_rotary_mul(x, r1, r2, rotary_mode)
+    """,
+)

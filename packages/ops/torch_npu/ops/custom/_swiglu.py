@@ -7,7 +7,10 @@ from typing import Any, Tuple
 import torch
 from torch import Tensor
 
-from ._common import check_floating, compute_dtype, qualname
+from ._common import check_floating, compute_dtype
+from ._schema import Args, SchemaOp
+
+_SWIGLU = SchemaOp("npu_swiglu(Tensor x, SymInt dim=-1) -> Tensor")
 
 
 def _check(x: Tensor, dim: int) -> None:
@@ -30,23 +33,23 @@ def _out_shape(x: Tensor, dim: int) -> list:
     return shape
 
 
-@torch.library.custom_op(qualname("npu_swiglu"), mutates_args=())
-def _npu_swiglu(x: Tensor, dim: int = -1) -> Tensor:
+@_SWIGLU.register_kernel
+def _swiglu(args: Args) -> Tensor:
+    x, dim = args.x, args.dim
     _check(x, dim)
     a, b = x.to(compute_dtype(x.dtype)).chunk(2, dim=dim)
     return (torch.nn.functional.silu(a) * b).to(x.dtype).contiguous()
 
 
-@_npu_swiglu.register_fake
-def _npu_swiglu_fake(x: Tensor, dim: int = -1) -> Tensor:
-    _check(x, dim)
-    return x.new_empty(_out_shape(x, dim))
+@_SWIGLU.register_fake
+def _swiglu_fake(args: Args) -> Tensor:
+    _check(args.x, args.dim)
+    return args.x.new_empty(_out_shape(args.x, args.dim))
 
 
-def _setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Tensor) -> None:
-    x, dim = inputs
-    ctx.dim = dim
-    ctx.save_for_backward(x)
+def _setup_context(ctx: Any, args: Args, output: Tensor) -> None:
+    ctx.dim = args.dim
+    ctx.save_for_backward(args.x)
 
 
 def _backward(ctx: Any, grad: Tensor) -> Tuple[Any, ...]:
@@ -61,10 +64,11 @@ def _backward(ctx: Any, grad: Tensor) -> Tuple[Any, ...]:
     return torch.cat((grad_a, grad_b), dim=ctx.dim).to(x.dtype), None
 
 
-_npu_swiglu.register_autograd(_backward, setup_context=_setup_context)
+_SWIGLU.register_autograd(_backward, setup_context=_setup_context)
 
 
-def npu_swiglu(x: Tensor, dim: int = -1) -> Tensor:
+npu_swiglu = _SWIGLU.python_function(
+    __name__,
     """SwiGLU: splits ``x`` into halves ``a, b`` along ``dim`` and returns
     ``silu(a) * b`` (``silu(a) = a * sigmoid(a)``, i.e. Swish).
 
@@ -75,5 +79,5 @@ def npu_swiglu(x: Tensor, dim: int = -1) -> Tensor:
     Returns:
         A tensor of the dtype of ``x`` whose size along ``dim`` is half that
         of ``x``. Differentiable in ``x``.
-    """
-    return torch.ops.npu.npu_swiglu(x, dim)
+    """,
+)
