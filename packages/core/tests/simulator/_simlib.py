@@ -159,6 +159,10 @@ _SIGNATURES = {
     "npuSimGetHostAccessOffset": (c_int, [POINTER(ctypes.c_ssize_t)]),
     "npuSimStreamGetDevice": (c_int, [c_void_p, POINTER(c_int32)]),
     "npuSimDescribe": (c_char_p, []),
+    "npuSimActivityEnable": (c_int, [c_int]),
+    "npuSimActivityPushCorrelationId": (c_int, [ctypes.c_uint64]),
+    "npuSimActivityPopCorrelationId": (c_int, [POINTER(ctypes.c_uint64)]),
+    "npuSimActivityFlush": (c_int, [c_void_p, ctypes.c_size_t, POINTER(ctypes.c_size_t)]),
     # HCCL (hccl_functions.h); HcclComm and aclrtStream are pointers
     "HcclGetRootInfo": (c_int, [c_void_p]),
     "HcclCommInitRootInfo": (c_int, [c_uint32, c_void_p, c_uint32, POINTER(c_void_p)]),

@@ -40,7 +40,7 @@ def contract_functions():
 
 def test_every_contract_function_is_exported(lib_path):
     names = contract_functions()
-    assert len(names) == 49 + 13 and names == set(CONTRACT_FUNCTIONS)
+    assert names and names == set(CONTRACT_FUNCTIONS)
     lib = ctypes.CDLL(str(lib_path))
     assert [n for n in sorted(names) if not hasattr(lib, n)] == []
     if shutil.which("nm"):
