@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "npu/NPUFunctions.h"
+#include "npu/NPUGraphsUtils.h"
 
 namespace torch_npu_ops {
 namespace {
@@ -46,6 +47,12 @@ bool is_verified(uint64_t signature) {
 
 std::shared_ptr<CallVerification> verification_for(uint64_t signature) {
   if (!c10_npu::launch_blocking() && is_verified(signature)) {
+    return nullptr;
+  }
+  // Note [Stream capture] (core's NPUGraphsUtils.h): the host cannot wait
+  // for captured work. The signature is verified at its next call outside
+  // a capture.
+  if (C10_UNLIKELY(c10_npu::current_stream_capture_status() != c10_npu::CaptureStatus::None)) {
     return nullptr;
   }
   return std::make_shared<CallVerification>();

@@ -107,7 +107,17 @@
     (canAccessPeer, deviceId, peerDeviceId))                                   \
   X(aclError, aclrtGetDeviceUtilizationRate,                                   \
     (int32_t deviceId, aclrtUtilizationInfo * utilizationInfo),                \
-    (deviceId, utilizationInfo))
+    (deviceId, utilizationInfo))                                               \
+  X(aclError, aclmdlRICaptureBegin,                                            \
+    (aclrtStream stream, aclmdlRICaptureMode mode), (stream, mode))            \
+  X(aclError, aclmdlRICaptureGetInfo,                                          \
+    (aclrtStream stream, aclmdlRICaptureStatus * status, aclmdlRI * modelRI),  \
+    (stream, status, modelRI))                                                 \
+  X(aclError, aclmdlRICaptureEnd, (aclrtStream stream, aclmdlRI * modelRI),    \
+    (stream, modelRI))                                                         \
+  X(aclError, aclmdlRIExecuteAsync, (aclmdlRI modelRI, aclrtStream stream),    \
+    (modelRI, stream))                                                         \
+  X(aclError, aclmdlRIDestroy, (aclmdlRI modelRI), (modelRI))
 
 #ifdef __cplusplus
 extern "C" {

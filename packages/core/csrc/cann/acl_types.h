@@ -42,6 +42,11 @@ typedef void (*aclrtCallback)(void* userData);
 #define ACL_ERROR_RT_STREAM_NOT_COMPLETE 507004
 #define ACL_ERROR_RT_EVENT_NOT_COMPLETE 507006
 #define ACL_ERROR_RT_AICORE_EXCEPTION 507015
+#define ACL_ERROR_RT_CAPTURE_DEPENDENCY 107024
+#define ACL_ERROR_RT_STREAM_CAPTURED 107027
+#define ACL_ERROR_RT_EVENT_CAPTURED 107028
+#define ACL_ERROR_RT_STREAM_NOT_CAPTURED 107029
+#define ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED 507903
 
 // ---- events and streams -------------------------------------------------
 #define ACL_EVENT_SYNC 0x00000001U
@@ -53,6 +58,18 @@ typedef void (*aclrtCallback)(void* userData);
 
 #define ACL_STREAM_FAST_LAUNCH 0x00000001U
 #define ACL_STREAM_FAST_SYNC 0x00000002U
+
+typedef enum aclmdlRICaptureMode {
+  ACL_MODEL_RI_CAPTURE_MODE_GLOBAL = 0,
+  ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,
+  ACL_MODEL_RI_CAPTURE_MODE_RELAXED,
+} aclmdlRICaptureMode;
+
+typedef enum aclmdlRICaptureStatus {
+  ACL_MODEL_RI_CAPTURE_STATUS_NONE = 0,
+  ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE,
+  ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED,
+} aclmdlRICaptureStatus;
 
 typedef enum aclrtEventStatus {
   ACL_EVENT_STATUS_COMPLETE = 0,

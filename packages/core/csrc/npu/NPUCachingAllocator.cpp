@@ -4,7 +4,9 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -34,21 +36,42 @@ constexpr size_t kLargeBuffer = 20971520;  // segment for 1-10 MiB requests
 constexpr size_t kMinLargeAlloc = 10485760; // above: segment sized to request
 constexpr size_t kRoundLarge = 2097152;    // large segments round to 2 MiB
 
-// The pool key of device-work memory (allocate_device_work_memory): no real
-// stream has this handle, so its blocks are cached apart from tensor memory
-// and only ever reused by device work.
-const aclrtStream kDeviceWork = reinterpret_cast<aclrtStream>(uintptr_t{1});
-
 struct Block;
+struct PrivatePool;
 
 struct BlockComparator {
   bool operator()(const Block* a, const Block* b) const;
 };
 
 struct BlockPool {
-  explicit BlockPool(bool small) : is_small(small) {}
+  BlockPool(bool small, PrivatePool* owner) : is_small(small), owner(owner) {}
   std::set<Block*, BlockComparator> blocks;
   const bool is_small;
+  PrivatePool* const owner; // null for the default and device-work pools
+};
+
+// A pool as requests see it: small blocks (<= 1 MiB) and large ones. Blocks
+// are keyed by (stream, pool): a block is only reused by a request of the
+// stream it was allocated on, from the pool it belongs to. See Note
+// [Private pools] and Note [Device-work memory] (NPUCachingAllocator.h).
+struct PoolPair {
+  explicit PoolPair(PrivatePool* owner = nullptr) : large(false, owner), small(true, owner) {}
+  BlockPool large;
+  BlockPool small;
+
+  BlockPool& for_size(size_t size);
+  bool holds(const Block& block) const;
+};
+
+// The pool of a capture or a MemPool (Note [Private pools]).
+struct PrivatePool {
+  PrivatePool() : blocks(this) {}
+  PoolPair blocks;
+  // Holders of the pool's id (captures, graphs, MemPools); its cached
+  // memory goes back to the device once none is left.
+  int use_count = 1;
+  // Blocks of the pool in use (allocated, or freed but waiting for events).
+  int64_t live_blocks = 0;
 };
 
 struct Block {
@@ -79,6 +102,10 @@ struct Block {
   uint64_t freed_at = 0;
 };
 
+bool PoolPair::holds(const Block& block) const {
+  return block.pool == &large || block.pool == &small;
+}
+
 bool BlockComparator::operator()(const Block* a, const Block* b) const {
   if (a->stream != b->stream) {
     return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
@@ -87,6 +114,10 @@ bool BlockComparator::operator()(const Block* a, const Block* b) const {
     return a->size < b->size;
   }
   return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+}
+
+BlockPool& PoolPair::for_size(size_t size) {
+  return size <= 1048576 ? small : large; // kSmallSize
 }
 
 size_t round_size(size_t size) {
@@ -136,6 +167,7 @@ struct FreeList {
   static constexpr int kCapacity = 8;
 
   aclrtStream stream = nullptr;
+  BlockPool* pool = nullptr;
   size_t size = 0; // 0: slot unused
   uint64_t last_use = 0;
   int count = 0;
@@ -150,20 +182,102 @@ constexpr size_t kFreeListSlots = 8;
 // The caching allocator of one device. Thread-safe.
 class DeviceCachingAllocator {
  public:
-  explicit DeviceCachingAllocator(c10::DeviceIndex device)
-      : device_(device), large_blocks_(false), small_blocks_(true) {}
+  explicit DeviceCachingAllocator(c10::DeviceIndex device) : device_(device) {}
 
   // Returns the address of a block of at least `requested` bytes usable on
-  // `stream`.
+  // `stream`: from the private pool a capture on `stream` allocates to, else
+  // from the default pool.
   void* malloc(size_t requested, aclrtStream stream) {
     std::unique_lock<std::mutex> lock(mutex_);
+    return malloc_locked(requested, stream, pools_for(stream), lock);
+  }
+
+  // Note [Device-work memory].
+  void* malloc_device_work(size_t requested) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return malloc_locked(requested, nullptr, device_work_blocks_, lock);
+  }
+
+  // Note [Private pools]: from now on, allocations on the streams `filter`
+  // accepts come from the pool `id` (created, or its use count raised).
+  void begin_allocate_to_pool(c10::MempoolId_t id, std::function<bool(aclrtStream)> filter) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [it, created] = private_pools_.try_emplace(id);
+    if (created) {
+      it->second = std::make_unique<PrivatePool>();
+    } else {
+      ++it->second->use_count;
+    }
+    for (const auto& capture : captures_underway_) {
+      TORCH_CHECK(capture.first != id, "beginAllocateToPool: pool (", id.first, ", ", id.second,
+                  ") is already being allocated to on npu:", static_cast<int>(device_));
+    }
+    captures_underway_.emplace_back(id, std::move(filter));
+  }
+
+  void end_allocate_to_pool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = captures_underway_.begin(); it != captures_underway_.end(); ++it) {
+      if (it->first == id) {
+        captures_underway_.erase(it);
+        return;
+      }
+    }
+    TORCH_CHECK(false, "endAllocateToPool: no allocation to pool (", id.first, ", ", id.second,
+                ") is underway on npu:", static_cast<int>(device_));
+  }
+
+  // Drops a use of pool `id`; the last one gives its cached memory back
+  // (blocks still allocated from it go back when freed, at the next
+  // empty_cache).
+  void release_pool(c10::MempoolId_t id) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto it = private_pools_.find(id);
+    TORCH_CHECK(it != private_pools_.end(), "releasePool: npu:", static_cast<int>(device_),
+                " has no pool (", id.first, ", ", id.second, ")");
+    TORCH_CHECK(it->second->use_count > 0, "releasePool: pool (", id.first, ", ", id.second,
+                ") was released more often than it was used");
+    if (--it->second->use_count == 0) {
+      release_cached_blocks(lock);
+    }
+  }
+
+  // Ids of the private pools that exist (for tests and snapshots).
+  std::vector<c10::MempoolId_t> private_pool_ids() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<c10::MempoolId_t> ids;
+    for (const auto& entry : private_pools_) {
+      ids.push_back(entry.first);
+    }
+    return ids;
+  }
+
+ private:
+  // Where tensor memory for `stream` comes from (Note [Private pools]).
+  PoolPair& pools_for(aclrtStream stream) {
+    if (C10_UNLIKELY(!captures_underway_.empty())) {
+      for (const auto& [id, filter] : captures_underway_) {
+        if (filter(stream)) {
+          return private_pools_.at(id)->blocks;
+        }
+      }
+    }
+    return default_blocks_;
+  }
+
+  void* malloc_locked(size_t requested, aclrtStream stream, PoolPair& pools,
+                      std::unique_lock<std::mutex>& lock) {
     if (C10_UNLIKELY(!outstanding_events_.empty())) {
       process_events(/*wait=*/false);
     }
     const size_t size = round_size(requested);
-    Block* block = take_from_free_list(stream, size);
+    BlockPool& target = pools.for_size(size);
+    Block* block = take_from_free_list(stream, size, target);
     if (C10_UNLIKELY(block == nullptr)) {
-      block = take_from_pool(stream, size, requested, lock);
+      block = take_from_pool(stream, size, requested, target, lock);
+    }
+    if (C10_UNLIKELY(target.owner != nullptr)) {
+      ++target.owner->live_blocks;
     }
     block->allocated = true;
     block->requested_size = requested;
@@ -179,6 +293,7 @@ class DeviceCachingAllocator {
     return block->ptr;
   }
 
+ public:
   // Frees `ptr` if this device allocated it; false otherwise.
   bool free(void* ptr) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -211,9 +326,18 @@ class DeviceCachingAllocator {
     return true;
   }
 
-  void empty_cache() {
+  // Gives the cached memory back to the device: of every pool not in use
+  // by a capture, graph or MemPool (id {0, 0}), or of private pool `id`.
+  void empty_cache(c10::MempoolId_t id = {0, 0}) {
     std::unique_lock<std::mutex> lock(mutex_);
-    release_cached_blocks(lock);
+    if (id == c10::MempoolId_t{0, 0}) {
+      release_cached_blocks(lock);
+      return;
+    }
+    auto it = private_pools_.find(id);
+    TORCH_CHECK(it != private_pools_.end(), "empty_cache: npu:", static_cast<int>(device_),
+                " has no pool (", id.first, ", ", id.second, ")");
+    release_cached_blocks(lock, &it->second->blocks);
   }
 
   DeviceStats stats() {
@@ -309,6 +433,9 @@ class DeviceCachingAllocator {
     block->allocated = false;
     block->freed_at = ++free_clock_;
     BlockPool& pool = *block->pool;
+    if (C10_UNLIKELY(pool.owner != nullptr)) {
+      --pool.owner->live_blocks;
+    }
     update(stats_.allocation, pool, -1);
     update(stats_.allocated_bytes, pool, -static_cast<int64_t>(block->size));
     update(stats_.requested_bytes, pool, -static_cast<int64_t>(block->requested_size));
@@ -334,8 +461,8 @@ class DeviceCachingAllocator {
   }
 
   // The fast path: a parked block of exactly `size` freed on `stream`.
-  Block* take_from_free_list(aclrtStream stream, size_t size) {
-    FreeList* list = find_free_list(stream, size);
+  Block* take_from_free_list(aclrtStream stream, size_t size, BlockPool& pool) {
+    FreeList* list = find_free_list(stream, size, &pool);
     if (list == nullptr || list->count == 0) {
       return nullptr;
     }
@@ -348,9 +475,8 @@ class DeviceCachingAllocator {
 
   // The general path: best fit from the pool, else a new segment; splits
   // what the request does not need.
-  Block* take_from_pool(aclrtStream stream, size_t size, size_t requested,
+  Block* take_from_pool(aclrtStream stream, size_t size, size_t requested, BlockPool& pool,
                         std::unique_lock<std::mutex>& lock) {
-    BlockPool& pool = size <= kSmallSize ? small_blocks_ : large_blocks_;
     Block* block = take_cached_block(pool, stream, size);
     if (block == nullptr && flush_free_lists()) {
       // Parked blocks merged back may now form a fitting block.
@@ -376,9 +502,9 @@ class DeviceCachingAllocator {
     return block;
   }
 
-  FreeList* find_free_list(aclrtStream stream, size_t size) {
+  FreeList* find_free_list(aclrtStream stream, size_t size, BlockPool* pool) {
     for (FreeList& list : free_lists_) {
-      if (list.size == size && list.stream == stream) {
+      if (list.size == size && list.stream == stream && list.pool == pool) {
         return &list;
       }
     }
@@ -393,7 +519,7 @@ class DeviceCachingAllocator {
     if (block->size != round_size(block->requested_size)) {
       return false;
     }
-    FreeList* list = find_free_list(block->stream, block->size);
+    FreeList* list = find_free_list(block->stream, block->size, block->pool);
     if (C10_UNLIKELY(list == nullptr)) {
       list = &free_lists_[0];
       for (FreeList& candidate : free_lists_) {
@@ -411,6 +537,7 @@ class DeviceCachingAllocator {
       flush_free_list(*list);
       block->in_free_list = false;
       list->stream = block->stream;
+      list->pool = block->pool;
       list->size = block->size;
     }
     if (list->count == FreeList::kCapacity) {
@@ -478,9 +605,9 @@ class DeviceCachingAllocator {
       // cannot drain the device it runs on: it gives back only device-work
       // memory, which no queued work uses once freed.
       ++stats_.num_alloc_retries;
-      if (stream == kDeviceWork) {
+      if (is_device_work(pool)) {
         flush_free_lists();
-        release_segments([](const Block& b) { return b.stream == kDeviceWork; });
+        release_segments(device_work_blocks_, [](const Block&) { return true; });
       } else {
         release_cached_blocks(lock);
       }
@@ -488,12 +615,16 @@ class DeviceCachingAllocator {
     }
     if (ptr == nullptr) {
       ++stats_.num_ooms;
-      raise_out_of_memory(requested, segment_size, stream == kDeviceWork, lock);
+      raise_out_of_memory(requested, segment_size, is_device_work(pool), lock);
     }
     ++stats_.num_device_alloc;
     update(stats_.segment, pool, 1);
     update(stats_.reserved_bytes, pool, static_cast<int64_t>(segment_size));
     return new Block(device_, stream, segment_size, &pool, ptr);
+  }
+
+  bool is_device_work(const BlockPool& pool) const {
+    return &pool == &device_work_blocks_.large || &pool == &device_work_blocks_.small;
   }
 
   size_t reserved() const {
@@ -601,14 +732,16 @@ class DeviceCachingAllocator {
     }
   }
 
-  // Returns every whole cached segment to the runtime. Work still queued on
-  // the device may use cached blocks of its own stream, so drain it first
-  // (the runtime's free is not stream-ordered). The lock is released while
-  // the device drains: device work running meanwhile may need it to allocate
-  // (allocate_device_work_memory). Tensor blocks freed during the drain may
-  // be used by work queued after it began: they stay cached. Called and
-  // returns with `lock` held.
-  void release_cached_blocks(std::unique_lock<std::mutex>& lock) {
+  // Returns whole cached segments to the runtime: of `only` if given, else
+  // of the default and device-work pools and of every private pool no
+  // longer in use (which then goes once empty). Work still queued on the
+  // device may use cached blocks of its own stream, so drain it first (the
+  // runtime's free is not stream-ordered). The lock is released while the
+  // device drains: device work running meanwhile may need it to allocate
+  // (Note [Device-work memory]). Tensor blocks freed during the drain may be
+  // used by work queued after it began: they stay cached. Called and returns
+  // with `lock` held.
+  void release_cached_blocks(std::unique_lock<std::mutex>& lock, PoolPair* only = nullptr) {
     const uint64_t drain_began = free_clock_;
     lock.unlock();
     ensure_device_context(device_);
@@ -618,16 +751,30 @@ class DeviceCachingAllocator {
     ++stats_.num_sync_all_streams;
     process_events(/*wait=*/false); // those recorded before the drain are done
     flush_free_lists();
+    const auto freed_before_drain = [drain_began](const Block& b) { return b.freed_at <= drain_began; };
+    if (only != nullptr) {
+      release_segments(*only, freed_before_drain);
+      return;
+    }
+    release_segments(default_blocks_, freed_before_drain);
     // Freed device-work memory is never used by queued work, whenever freed.
-    release_segments([drain_began](const Block& b) {
-      return b.freed_at <= drain_began || b.stream == kDeviceWork;
-    });
+    release_segments(device_work_blocks_, [](const Block&) { return true; });
+    for (auto it = private_pools_.begin(); it != private_pools_.end();) {
+      PrivatePool& pool = *it->second;
+      if (pool.use_count > 0) {
+        ++it;
+        continue;
+      }
+      release_segments(pool.blocks, freed_before_drain);
+      const bool empty = pool.live_blocks == 0 && pool.blocks.large.blocks.empty() && pool.blocks.small.blocks.empty();
+      it = empty ? private_pools_.erase(it) : std::next(it);
+    }
   }
 
-  // Returns the whole cached segments that `releasable` accepts.
+  // Returns the whole cached segments of `pools` that `releasable` accepts.
   template <typename Predicate>
-  void release_segments(const Predicate& releasable) {
-    for (BlockPool* pool : {&large_blocks_, &small_blocks_}) {
+  void release_segments(PoolPair& pools, const Predicate& releasable) {
+    for (BlockPool* pool : {&pools.large, &pools.small}) {
       for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
         Block* block = *it;
         if (block->is_split() || !releasable(*block)) {
@@ -647,8 +794,11 @@ class DeviceCachingAllocator {
   const c10::DeviceIndex device_;
   std::mutex mutex_;
   DeviceStats stats_;
-  BlockPool large_blocks_;
-  BlockPool small_blocks_;
+  PoolPair default_blocks_;
+  PoolPair device_work_blocks_; // Note [Device-work memory]
+  // Note [Private pools]: by id, and the allocations underway to them.
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
+  std::vector<std::pair<c10::MempoolId_t, std::function<bool(aclrtStream)>>> captures_underway_;
   std::deque<std::pair<NPUEvent, Block*>> outstanding_events_;
   std::array<FreeList, kFreeListSlots> free_lists_{};
   uint64_t free_list_clock_ = 0; // orders the lists' last uses
@@ -692,8 +842,24 @@ class NPUAllocatorImpl final : public NPUAllocator {
     return true;
   }
 
-  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
-    empty_cache_all();
+  void emptyCache(c10::MempoolId_t mempool_id) override {
+    if (mempool_id == c10::MempoolId_t{0, 0}) {
+      empty_cache_all();
+      return;
+    }
+    // A private pool lives on the device it was created on.
+    bool found = false;
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      auto* allocator = existing(d);
+      if (allocator != nullptr) {
+        const auto ids = allocator->private_pool_ids();
+        if (std::find(ids.begin(), ids.end(), mempool_id) != ids.end()) {
+          allocator->empty_cache(mempool_id);
+          found = true;
+        }
+      }
+    }
+    TORCH_CHECK(found, "emptyCache: no npu memory pool (", mempool_id.first, ", ", mempool_id.second, ")");
   }
 
   void empty_cache_all() override {
@@ -760,7 +926,11 @@ class NPUAllocatorImpl final : public NPUAllocator {
   }
 
   void* device_work_malloc(c10::DeviceIndex device, size_t nbytes) {
-    return malloc(device, nbytes, kDeviceWork);
+    return device_allocator(device).malloc_device_work(nbytes);
+  }
+
+  DeviceCachingAllocator& for_device(c10::DeviceIndex device) {
+    return device_allocator(device);
   }
 
   void set_memory_fraction(double fraction, c10::DeviceIndex device) override {
@@ -863,6 +1033,31 @@ void* allocate_device_work_memory(c10::DeviceIndex device, size_t nbytes) {
 
 void free_device_work_memory(void* ptr) {
   g_allocator->raw_delete(ptr);
+}
+
+void beginAllocateToPool(
+    c10::DeviceIndex device, c10::MempoolId_t mempool_id, std::function<bool(aclrtStream)> filter) {
+  const bool is_default = mempool_id == c10::MempoolId_t{0, 0};
+  TORCH_CHECK(!is_default, "beginAllocateToPool: (0, 0) is the default pool's id");
+  g_allocator->for_device(device).begin_allocate_to_pool(mempool_id, std::move(filter));
+}
+
+void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  g_allocator->for_device(device).end_allocate_to_pool(mempool_id);
+}
+
+void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  g_allocator->for_device(device).release_pool(mempool_id);
+}
+
+std::vector<c10::MempoolId_t> privatePoolIds(c10::DeviceIndex device) {
+  return g_allocator->for_device(device).private_pool_ids();
+}
+
+c10::MempoolId_t graph_pool_handle() {
+  // (0, n) for graphs' pools, as CUDA's; user MemPools take (n, 0).
+  static std::atomic<c10::CaptureId_t> next{1};
+  return {0, next.fetch_add(1, std::memory_order_relaxed)};
 }
 
 } // namespace c10_npu::NPUCachingAllocator

@@ -8,14 +8,39 @@
 // Statistics use torch.cuda's names (memory_stats). Running out of memory
 // first frees the cache, then raises torch.OutOfMemoryError with the numbers.
 //
-// Device work may allocate too (allocate_device_work_memory, below): those
-// blocks are cached under a key of their own, and emptying the cache does not
-// hold the allocator's lock while it drains the device.
+// Blocks are cached by (stream, pool): a block is reused only by requests of
+// the stream it was allocated on and from the pool it belongs to, which is
+// the default pool, the device-work pool or a private pool.
+//
+// Note [Device-work memory]
+// Device work may allocate too (allocate_device_work_memory, below): the
+// temporaries and results of a CPU kernel running as device work. Those
+// blocks live in a pool of their own, never reused for tensors, and device
+// work frees them before it ends, so no queued work ever uses freed
+// device-work memory: its cache can be released at any time, also from
+// device work, which cannot drain the device it runs on. Emptying the cache
+// does not hold the allocator's lock while it drains the device, since
+// device work running meanwhile may need it.
+//
+// Note [Private pools]
+// A capture (NPUGraph) or a MemPool allocates from a private pool, named by
+// a MempoolId: between beginAllocateToPool and endAllocateToPool, requests
+// on the streams the filter accepts (the capturing stream) take blocks from
+// that pool only, and blocks freed into it are reused only by it, also
+// after the capture ended. A graph's replays write the memory its capture
+// allocated, so none of it may serve other tensors while the graph lives:
+// the pool's memory goes back to the device (at the next empty_cache or
+// OOM retry) only once every holder called releasePool and its blocks are
+// free. The pool's id is the graph's or MemPool's (graph_pool_handle); two
+// graphs share memory by sharing an id. Ids are device-local.
 //
 // Segments come from the runtime's malloc in one place (device_malloc), which
 // expandable segments (growing one reserved virtual range with the runtime's
 // virtual-memory functions) would replace without touching the block logic.
 #pragma once
+
+#include <functional>
+#include <vector>
 
 #include <c10/core/CachingDeviceAllocator.h>
 
@@ -56,5 +81,17 @@ TORCH_NPU_API void recordStream(const c10::DataPtr& ptr, NPUStream stream);
 // runs on. Raises torch.OutOfMemoryError; null for 0 bytes.
 TORCH_NPU_API void* allocate_device_work_memory(c10::DeviceIndex device, size_t nbytes);
 TORCH_NPU_API void free_device_work_memory(void* ptr);
+
+// Note [Private pools]. beginAllocateToPool creates pool `mempool_id` of
+// `device` or adds a use of it; `filter` is called with the allocator's
+// lock held and must not allocate.
+TORCH_NPU_API void beginAllocateToPool(
+    c10::DeviceIndex device, c10::MempoolId_t mempool_id, std::function<bool(aclrtStream)> filter);
+TORCH_NPU_API void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id);
+TORCH_NPU_API void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id);
+// The private pools `device` has (in use or still holding memory).
+TORCH_NPU_API std::vector<c10::MempoolId_t> privatePoolIds(c10::DeviceIndex device);
+// A fresh id for a graph's private pool.
+TORCH_NPU_API c10::MempoolId_t graph_pool_handle();
 
 } // namespace c10_npu::NPUCachingAllocator

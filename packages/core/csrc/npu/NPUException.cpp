@@ -18,9 +18,16 @@ void throw_acl_error(aclError error, const char* call, const char* file, int lin
   if (detail.empty()) {
     detail = "the NPU runtime gave no further detail";
   }
+  // Note [Stream capture] (NPUGraphsUtils.h): say what to do in torch's terms.
+  const bool capture = error == ACL_ERROR_RT_STREAM_CAPTURED || error == ACL_ERROR_RT_EVENT_CAPTURED;
   TORCH_CHECK(
       false, "NPU error: ", detail, " [", acl::error_name(error), " (", error,
-      ") from ", call, " at ", file, ":", line, "]");
+      ") from ", call, " at ", file, ":", line, "]",
+      capture ? ". While a graph is being captured, do not synchronise with the device: no "
+                "torch.npu.synchronize(), .item(), .cpu(), printing npu tensors, ops whose output "
+                "size depends on data (nonzero, masked_select, unique) or empty_cache(); move them "
+                "before or after the capture."
+              : "");
 }
 
 void warn_acl_error(aclError error, const char* call) {

@@ -1,4 +1,5 @@
 #include "npu/NPUGuardImpl.h"
+#include "npu/NPUGraphsUtils.h"
 
 #include "npu/NPUCachingAllocator.h"
 #include "npu/NPUException.h"
@@ -152,9 +153,8 @@ void NPUGuardImpl::synchronizeStream(const c10::Stream& stream) const {
   NPUStream(stream).synchronize();
 }
 
-bool NPUGuardImpl::isStreamCapturing(const c10::Stream& /*stream*/) const {
-  // Graph capture (NPUGraph) is not implemented yet; no stream ever captures.
-  return false;
+bool NPUGuardImpl::isStreamCapturing(const c10::Stream& stream) const {
+  return stream_capture_status(NPUStream(stream)) != CaptureStatus::None;
 }
 
 void NPUGuardImpl::synchronizeDevice(const c10::DeviceIndex device_index) const {

@@ -38,16 +38,36 @@ std::array<DeviceStreams, kMaxDevices>& all_streams() {
 // Per thread, per device: the current stream id (0 = default).
 thread_local std::array<c10::StreamId, kMaxDevices> tls_current_ids{};
 
+// Note [StreamId assignment]
+// A c10::StreamId of an npu stream reads, from the lowest bit up, as CUDA's:
+//
+//   bit 0      1: a stream of this process's pools; 0: an external stream
+//   bits 1-4   the stream's type: 1 + its priority level (0 normal, 1 high)
+//   bits 5-9   its index in the pool
+//
+// and 0 is the device's default stream. An id with bit 0 clear other than 0
+// is left for external streams (created by other code and wrapped): their id
+// will be the runtime's handle itself, whose lowest bit is 0 (handles are
+// aligned). Ids are stable within a process: they round-trip through Python
+// (torch.npu.Stream's stream_id) and through pack3/unpack3.
+constexpr int kStreamTypeBits = 4;
+constexpr int kStreamIndexBits = 5;
+static_assert(kStreamsPerPool <= (1 << kStreamIndexBits));
+
 c10::StreamId pool_stream_id(int level, int index) {
-  return 1 + level * kStreamsPerPool + index;
+  return ((static_cast<c10::StreamId>(index) << kStreamTypeBits | (level + 1)) << 1) | 1;
+}
+
+bool is_pool_stream(c10::StreamId id) {
+  return (id & 1) != 0;
 }
 
 int level_of(c10::StreamId id) {
-  return static_cast<int>((id - 1) / kStreamsPerPool);
+  return static_cast<int>(((id >> 1) & ((1 << kStreamTypeBits) - 1)) - 1);
 }
 
 int index_of(c10::StreamId id) {
-  return static_cast<int>((id - 1) % kStreamsPerPool);
+  return static_cast<int>((id >> (1 + kStreamTypeBits)) & ((1 << kStreamIndexBits) - 1));
 }
 
 c10::DeviceIndex resolve_device(c10::DeviceIndex device) {
@@ -101,9 +121,13 @@ aclrtStream NPUStream::stream() const {
   if (id == 0) {
     return default_stream_handle(device);
   }
+  TORCH_CHECK(
+      is_pool_stream(id),
+      "NPU stream id ", id, " on npu:", static_cast<int>(device),
+      " names an external stream (Note [StreamId assignment]), which torch-npu does not wrap yet");
   const int level = level_of(id);
   TORCH_CHECK(
-      level >= 0 && level < kPriorityLevels,
+      level >= 0 && level < kPriorityLevels && pool_stream_id(level, index_of(id)) == id,
       "Invalid NPU stream id ", id, " on npu:", static_cast<int>(device));
   ensure_pool(device, level);
   return all_streams()[device].pool[level][index_of(id)];

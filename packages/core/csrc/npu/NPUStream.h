@@ -2,7 +2,8 @@
 //
 // Stream id 0 is each device's default stream. Other streams come from
 // per-device pools, one pool per priority, handed out round-robin, so
-// creating a torch.npu.Stream is cheap and streams are never destroyed.
+// creating a torch.npu.Stream is cheap and streams are never destroyed. How
+// an id encodes its stream: Note [StreamId assignment] (NPUStream.cpp).
 // Each thread has a current stream per device (default stream unless set).
 #pragma once
 

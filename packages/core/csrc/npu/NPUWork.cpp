@@ -6,6 +6,7 @@
 
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
+#include "npu/NPUGraphsUtils.h"
 #include "npu/impl/AclInterface.h"
 
 namespace c10_npu {
@@ -110,7 +111,9 @@ uint64_t launch_work(
     }
     NPU_CHECK(err);
   }
-  if (launch_blocking()) {
+  // Captured work runs at replays: nothing to wait for now (Note [Stream
+  // capture], NPUGraphsUtils.h).
+  if (launch_blocking() && stream_capture_status(stream) == CaptureStatus::None) {
     stream.synchronize();
   }
   return id;

@@ -13,6 +13,7 @@
 
 #include "aten/NPUFormat.h"
 #include "python/Activity.h"
+#include "python/Graphs.h"
 #include "npu/impl/AclInterface.h"
 #include "npu/NPUCachingAllocator.h"
 #include "npu/NPUException.h"
@@ -228,6 +229,21 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_memory_fraction", [](c10::DeviceIndex d) { return NPUCachingAllocator::get()->get_memory_fraction(d); });
 
   // Pinned host memory.
+  // Note [Private pools] (NPUCachingAllocator.h), as torch._C's _cuda_*Pool
+  // functions: what NPUGraph capture and MemPool contexts allocate from.
+  m.def("_npu_graph_pool_handle", [] { return NPUCachingAllocator::graph_pool_handle(); });
+  m.def("_npu_beginAllocateCurrentStreamToPool", [](c10::DeviceIndex device, c10::MempoolId_t id) {
+    const aclrtStream stream = getCurrentNPUStream(device).stream();
+    NPUCachingAllocator::beginAllocateToPool(device, id, [stream](aclrtStream s) { return s == stream; });
+  });
+  m.def("_npu_beginAllocateToPool", [](c10::DeviceIndex device, c10::MempoolId_t id) {
+    NPUCachingAllocator::beginAllocateToPool(device, id, [](aclrtStream) { return true; });
+  });
+  m.def("_npu_endAllocateToPool", &NPUCachingAllocator::endAllocateToPool);
+  m.def("_npu_releasePool", &NPUCachingAllocator::releasePool, py::call_guard<py::gil_scoped_release>());
+  m.def("_npu_privatePoolIds", &NPUCachingAllocator::privatePoolIds);
+  m.def("_npu_emptyCachePool", [](c10::MempoolId_t id) { NPUCachingAllocator::get()->emptyCache(id); },
+        py::call_guard<py::gil_scoped_release>());
   m.def("_host_memory_stats", &host_memory_stats);
   m.def("_host_empty_cache", [] { NPUHostAllocator::get()->empty_cache(); });
   m.def("_host_reset_peak_memory_stats", [] { NPUHostAllocator::get()->reset_peak_stats(); });
@@ -244,6 +260,7 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   c10_npu::python::bind_activity(m);
+  c10_npu::python::bind_graphs(m);
   // Note [Device work items run many times], tested: every launch runs its
   // item this many times (1: normal).
   m.def("_set_work_runs_for_testing", &set_work_runs_for_testing);

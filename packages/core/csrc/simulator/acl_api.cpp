@@ -82,6 +82,29 @@ NPU_SIM_EXPORT aclError aclrtGetDeviceUtilizationRate(int32_t deviceId,
                  [&] { return impl::getDeviceUtilizationRate(deviceId, utilizationInfo); });
 }
 
+// ---- model capture ----
+
+NPU_SIM_EXPORT aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode) {
+  return guarded("aclmdlRICaptureBegin", [&] { return impl::captureBegin(stream, mode); });
+}
+
+NPU_SIM_EXPORT aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus* status,
+                                               aclmdlRI* modelRI) {
+  return guarded("aclmdlRICaptureGetInfo", [&] { return impl::captureGetInfo(stream, status, modelRI); });
+}
+
+NPU_SIM_EXPORT aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI* modelRI) {
+  return guarded("aclmdlRICaptureEnd", [&] { return impl::captureEnd(stream, modelRI); });
+}
+
+NPU_SIM_EXPORT aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
+  return guarded("aclmdlRIExecuteAsync", [&] { return impl::modelExecuteAsync(modelRI, stream); });
+}
+
+NPU_SIM_EXPORT aclError aclmdlRIDestroy(aclmdlRI modelRI) {
+  return guarded("aclmdlRIDestroy", [&] { return impl::modelDestroy(modelRI); });
+}
+
 NPU_SIM_EXPORT aclError aclsysGetCANNVersion(aclCANNPackageName name,
                                              aclCANNPackageVersion* version) {
   return guarded("aclsysGetCANNVersion", [&] { return impl::getCannVersion(name, version); });

@@ -75,4 +75,11 @@ aclError synchronizeEvent(aclrtEvent event);
 aclError eventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent);
 aclError launchWork(aclrtStream stream, const npuSimWork* work, uint64_t* workId);
 
+// ---- model capture (capture_api.cpp) ----
+aclError captureBegin(aclrtStream stream, aclmdlRICaptureMode mode);
+aclError captureGetInfo(aclrtStream stream, aclmdlRICaptureStatus* status, aclmdlRI* modelRI);
+aclError captureEnd(aclrtStream stream, aclmdlRI* modelRI);
+aclError modelExecuteAsync(aclmdlRI modelRI, aclrtStream stream);
+aclError modelDestroy(aclmdlRI modelRI);
+
 } // namespace npu_sim::impl

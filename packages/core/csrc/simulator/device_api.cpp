@@ -5,6 +5,7 @@
 #include "config.h"
 #include "device.h"
 #include "errors.h"
+#include "model.h"
 #include "runtime.h"
 #include "stream.h"
 #include "util.h"
@@ -121,6 +122,10 @@ aclError synchronizeDevice() {
   Device* device = nullptr;
   if (aclError err = rt.currentDevice("aclrtSynchronizeDevice", &device); err != ACL_SUCCESS) {
     return err;
+  }
+  if (Model* model = captureOnDevice(device->id())) {
+    return refuseDuringCapture(model, "aclrtSynchronizeDevice",
+                               "synchronising with the device of a capturing stream");
   }
   std::shared_ptr<WorkError> error;
   if (aclError err = device->drain("aclrtSynchronizeDevice", &error); err != ACL_SUCCESS) {

@@ -83,6 +83,15 @@ class Event {
   // Returns false only if the process started exiting meanwhile.
   bool wait(uint64_t generation);
 
+  // The capture (model.h) holding this event's latest record, if any:
+  // such an event has no generation outside the capture to wait for.
+  class Model* capturedBy() const {
+    return captured_by_.load(std::memory_order_acquire);
+  }
+  void setCapturedBy(class Model* model) {
+    captured_by_.store(model, std::memory_order_release);
+  }
+
   struct State {
     uint64_t latest;
     bool complete;
@@ -99,6 +108,7 @@ class Event {
   std::atomic<uint32_t> magic_{kMagic};
   const uint32_t flags_;
   std::atomic<int32_t> refs_{1};
+  std::atomic<class Model*> captured_by_{nullptr};
 
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -17,6 +17,7 @@
 #include "checker_signal.h"
 #include "device.h"
 #include "event.h"
+#include "model.h"
 #include "runtime.h"
 #include "util.h"
 
@@ -159,6 +160,10 @@ void setCorrelation(Work& work, uint64_t id) {
 } // namespace
 
 uint64_t Stream::enqueue(const WorkItem& item) {
+  if (Model* model = capture_.load(std::memory_order_acquire); __builtin_expect(model != nullptr, 0)) {
+    model->append(item);
+    return 0;
+  }
   uint64_t number;
   if (__builtin_expect(activity::enabled(), 0)) {
     // The launching thread's correlation id rides with the item.

@@ -76,6 +76,16 @@ class Stream {
   // (1-based, as enqueued()): waitFor(number) waits until it ran.
   uint64_t enqueue(const WorkItem& item);
 
+  // The model capturing this stream's work (model.h), or null. While set,
+  // enqueue appends host-function work, copies and memsets to it instead
+  // of queueing them (and returns 0); records and waits are the caller's.
+  class Model* capture() const {
+    return capture_.load(std::memory_order_acquire);
+  }
+  void setCapture(class Model* model) {
+    capture_.store(model, std::memory_order_release);
+  }
+
   // Number of items enqueued so far; waitFor(enqueued()) drains.
   uint64_t enqueued() const {
     return queue_.published();
@@ -166,6 +176,7 @@ class Stream {
   std::atomic<bool> abandon_{false}; // process exit: drop queued work
   std::atomic<bool> started_{false};
   std::atomic<bool> worker_exited_{false};
+  std::atomic<class Model*> capture_{nullptr};
   std::mutex start_mutex_;
   std::mutex sleep_mutex_;
   std::condition_variable worker_cv_;

@@ -3,6 +3,7 @@
 #include "device.h"
 #include "errors.h"
 #include "event.h"
+#include "model.h"
 #include "runtime.h"
 #include "stream.h"
 
@@ -105,6 +106,9 @@ aclError synchronizeStream(aclrtStream stream) {
   if (Stream::current() == s) {
     return selfWait(api);
   }
+  if (Model* model = s->capture()) {
+    return refuseDuringCapture(model, api, "synchronising with the capturing stream");
+  }
   if (!s->waitFor(s->enqueued())) {
     return abandonedAtExit();
   }
@@ -124,6 +128,9 @@ aclError streamQuery(aclrtStream stream, aclrtStreamStatus* status) {
   if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
     return err;
   }
+  if (Model* model = s->capture()) {
+    return refuseDuringCapture(model, api, "querying the capturing stream");
+  }
   *status = s->reached(s->enqueued()) ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
   return ACL_SUCCESS;
 }
@@ -141,6 +148,15 @@ aclError streamWaitEvent(aclrtStream stream, aclrtEvent event) {
   }
   if (aclError err = eventOrFail(event, api, &e); err != ACL_SUCCESS) {
     return err;
+  }
+  // Capture (model.h): the wait becomes part of the model.
+  if (Model* model = s->capture()) {
+    return model->appendWait(e, api);
+  }
+  if (Model* model = e->capturedBy()) {
+    return refuseDuringCapture(
+        model, api, "making another stream wait for an event recorded in the capture (the "
+        "simulator does not capture across streams yet)", ACL_ERROR_RT_CAPTURE_DEPENDENCY);
   }
   // The latest record at call time. Never recorded, or already reached:
   // nothing later on `s` can start before it, so no wait is queued.
@@ -264,9 +280,14 @@ aclError recordEvent(aclrtEvent event, aclrtStream stream) {
   if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
     return err;
   }
+  if (Model* model = s->capture()) {
+    model->appendRecord(e); // a generation at each replay (model.h)
+    return ACL_SUCCESS;
+  }
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
   }
+  e->setCapturedBy(nullptr); // recorded for real again
   const uint64_t generation = e->beginRecord();
   e->retain(); // dropped by the worker after completing the record
   e->noteRecorder(generation, s, s->enqueue(RecordWork{e, generation}));
@@ -285,6 +306,10 @@ aclError queryEventStatus(aclrtEvent event, aclrtEventRecordedStatus* status) {
   if (status == nullptr) {
     return fail(ACL_ERROR_INVALID_PARAM, "%s: status is null", api);
   }
+  if (Model* model = e->capturedBy()) {
+    return refuseDuringCapture(model, api, "querying an event recorded in the capture",
+                               ACL_ERROR_RT_EVENT_CAPTURED);
+  }
   // Never recorded counts as complete (nothing to wait for).
   *status = e->isComplete(e->latest()) ? ACL_EVENT_RECORDED_STATUS_COMPLETE
                                        : ACL_EVENT_RECORDED_STATUS_NOT_READY;
@@ -299,6 +324,10 @@ aclError synchronizeEvent(aclrtEvent event) {
   Event* e = nullptr;
   if (aclError err = eventOrFail(event, api, &e); err != ACL_SUCCESS) {
     return err;
+  }
+  if (Model* model = e->capturedBy()) {
+    return refuseDuringCapture(model, api, "synchronising with an event recorded in the capture",
+                               ACL_ERROR_RT_EVENT_CAPTURED);
   }
   const uint64_t generation = e->latest();
   if (generation == 0) {

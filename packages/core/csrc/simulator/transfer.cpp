@@ -9,6 +9,7 @@
 
 #include "api_impl.h"
 #include "errors.h"
+#include "model.h"
 #include "runtime.h"
 #include "stream.h"
 #include "util.h"
@@ -166,6 +167,9 @@ aclError memcpySync(void* dst, size_t destMax, const void* src, size_t count,
   if (aclError err = Runtime::get().check(api); err != ACL_SUCCESS) {
     return err;
   }
+  if (Model* model = globalCapture()) {
+    return refuseDuringCapture(model, api, "a synchronous copy (in GLOBAL capture mode)");
+  }
   PreparedCopy c;
   if (aclError err = prepareCopy(api, dst, destMax, src, count, kind, &c); err != ACL_SUCCESS) {
     return err;
@@ -205,6 +209,9 @@ aclError memsetSync(void* devPtr, size_t maxCount, int32_t value, size_t count) 
   const char* api = "aclrtMemset";
   if (aclError err = Runtime::get().check(api); err != ACL_SUCCESS) {
     return err;
+  }
+  if (Model* model = globalCapture()) {
+    return refuseDuringCapture(model, api, "a synchronous memset (in GLOBAL capture mode)");
   }
   void* host = nullptr;
   if (aclError err = prepareMemset(api, devPtr, maxCount, count, &host); err != ACL_SUCCESS) {

@@ -1,0 +1,55 @@
+// Stream capture, as the runtime layer sees it (c10/cuda's
+// CUDAGraphsC10Utils.h): whether a stream captures, and the runtime's capture
+// calls that NPUGraph (torch-npu-graph) builds on.
+//
+// Note [Stream capture]
+// Between capture_begin and capture_end, work launched on the capturing
+// stream is recorded into a model (CANN's aclmdlRI) instead of running;
+// model_execute replays it. What this means for the rest of the runtime:
+// - work items run once per replay (Note [Device work items run many
+//   times], NPUWork.h);
+// - memory a capture allocates comes from a private pool and stays the
+//   graph's (Note [Private pools], NPUCachingAllocator.h);
+// - the host cannot wait for captured work: synchronising with the
+//   capturing stream or its device (torch.npu.synchronize, .item(), .cpu(),
+//   an op whose output size depends on data, empty_cache) raises, and the
+//   capture is invalidated (capture_end then raises too), as with CUDA.
+// Capture needs CANN 8.1.RC1 or later (the simulator emulates it there).
+#pragma once
+
+#include "cann/acl_types.h"
+#include "npu/Macros.h"
+#include "npu/NPUStream.h"
+
+namespace c10_npu {
+
+// CANN's aclmdlRICaptureStatus values.
+enum class CaptureStatus : int {
+  None = 0,
+  Active = 1,
+  Invalidated = 2,
+};
+
+// CANN's aclmdlRICaptureMode values: what a capture forbids to other
+// threads and streams (GLOBAL: synchronous copies anywhere, as CUDA's).
+enum class CaptureMode : int {
+  Global = 0,
+  ThreadLocal = 1,
+  Relaxed = 2,
+};
+
+// Whether the loaded runtime can capture (CANN >= 8.1.RC1).
+TORCH_NPU_API bool is_capture_supported();
+
+// None when the runtime cannot capture.
+TORCH_NPU_API CaptureStatus stream_capture_status(const NPUStream& stream);
+TORCH_NPU_API CaptureStatus current_stream_capture_status();
+
+// The runtime's capture calls; each raises a c10::Error saying what went
+// wrong (and which CANN release capture needs, where it is missing).
+TORCH_NPU_API void capture_begin(const NPUStream& stream, CaptureMode mode = CaptureMode::Global);
+TORCH_NPU_API aclmdlRI capture_end(const NPUStream& stream);
+TORCH_NPU_API void model_execute(aclmdlRI model, const NPUStream& stream);
+TORCH_NPU_API void model_destroy(aclmdlRI model);
+
+} // namespace c10_npu
