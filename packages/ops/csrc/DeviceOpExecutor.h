@@ -10,6 +10,12 @@
 //    npu outputs. The host returns once the work is queued.
 // Data-dependent ops (and ops without a meta kernel) run the same way but
 // the host waits for the result.
+//
+// run_on_npu (DeviceOpExecutor.cpp) plans a call (ExecutionPlan.h: which
+// path it takes), allocates its outputs and launches its work item
+// (AsyncKernelWork.h). Its parts: CPU aliases of npu tensors (CpuAliases.h),
+// the CPU kernel's arguments (KernelArguments.h), the path on which the host
+// waits (SynchronousExecution.h), and sparse ops (SparseExecution.cpp).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>

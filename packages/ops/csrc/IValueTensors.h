@@ -3,6 +3,8 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <vector>
+
 namespace torch_npu_ops {
 
 // Calls `f` on every tensor in `v`: a tensor, a tensor list, or a generic
@@ -21,6 +23,13 @@ void for_each_tensor(const c10::IValue& v, const F& f) {
       for_each_tensor(element, f);
     }
   }
+}
+
+// The tensors in `v` (as for_each_tensor visits them), in order.
+inline std::vector<at::Tensor> tensors_of(const c10::IValue& v) {
+  std::vector<at::Tensor> out;
+  for_each_tensor(v, [&](const at::Tensor& t) { out.push_back(t); });
+  return out;
 }
 
 // Applies `f` to every tensor inside `v` (tensors, tensor lists and lists of

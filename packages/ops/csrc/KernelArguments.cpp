@@ -1,0 +1,196 @@
+#include "KernelArguments.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "CallVerification.h"
+#include "CpuAliases.h"
+#include "IValueTensors.h"
+#include "SharedStorages.h"
+#include "npu/NPUGenerator.h"
+
+namespace torch_npu_ops {
+namespace {
+
+using c10::IValue;
+
+uint64_t mix_seed(uint64_t seed, uint64_t offset) {
+  // splitmix64 of (seed, offset): a distinct, reproducible CPU seed for each
+  // slice of the npu generator's counter space.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (offset + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+bool is_generator_argument(const c10::Argument& argument) {
+  const auto& type = argument.real_type();
+  return type->kind() == c10::TypeKind::GeneratorType ||
+      (type->kind() == c10::TypeKind::OptionalType &&
+       type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType);
+}
+
+// The CPU generator the kernel gets for generator argument `arg` (None: the
+// device's default npu generator): seeded from a slice of the npu
+// generator's counter space as large as the call's `numel` elements, which
+// advances the npu generator as a kernel of the device would.
+at::Generator cpu_generator(
+    const c10::FunctionSchema& schema, const IValue& arg, c10::Device device, int64_t numel) {
+  at::Generator npu_generator = arg.isNone()
+      ? c10_npu::getDefaultNPUGenerator(device.index())
+      : arg.toGenerator();
+  TORCH_CHECK(
+      npu_generator.device().is_privateuseone(), "Expected a generator of device 'npu' for ",
+      schema.name(), ", got one of ", npu_generator.device());
+  auto* impl = npu_generator.get<c10_npu::NPUGeneratorImpl>();
+  std::pair<uint64_t, uint64_t> inputs;
+  {
+    std::lock_guard<std::mutex> lock(npu_generator.mutex());
+    inputs = impl->philox_engine_inputs(static_cast<uint64_t>(std::max<int64_t>(numel, 1)));
+  }
+  return at::detail::createCPUGenerator(mix_seed(inputs.first, inputs.second));
+}
+
+} // namespace
+
+std::vector<IValue> pop_arguments(const c10::FunctionSchema& schema, torch::jit::Stack* stack) {
+  const auto num_args = static_cast<std::ptrdiff_t>(schema.arguments().size());
+  std::vector<IValue> args(std::make_move_iterator(stack->end() - num_args), std::make_move_iterator(stack->end()));
+  stack->erase(stack->end() - num_args, stack->end());
+  return args;
+}
+
+std::vector<IValue> cpu_arguments(
+    const c10::FunctionSchema& schema, const std::vector<IValue>& args, c10::Device device,
+    bool resizable_shared) {
+  int64_t numel = 0;
+  for (const auto& arg : args) {
+    for_each_tensor(arg, [&](const at::Tensor& t) { numel += t.defined() ? t.numel() : 0; });
+  }
+  // Arguments that share npu memory share it on the CPU too, so that the
+  // kernel's overlap checks see it (SharedStorages.h).
+  std::optional<SharedStorages> shared;
+  if (shares_npu_storage(args)) {
+    shared.emplace(c10::DeviceType::CPU, resizable_shared);
+  }
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> same_tensor;
+  std::vector<IValue> out;
+  out.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const IValue& arg = args[i];
+    if (is_generator_argument(schema.arguments()[i])) {
+      out.emplace_back(cpu_generator(schema, arg, device, numel));
+      continue;
+    }
+    if (arg.isDevice() && arg.toDevice().is_privateuseone()) {
+      out.emplace_back(c10::Device(c10::DeviceType::CPU));
+      continue;
+    }
+    out.push_back(map_tensors(arg, [&](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined()) {
+        return t;
+      }
+      if (!is_npu(t)) {
+        return t.clone();
+      }
+      if (!shared.has_value()) {
+        return cpu_alias(t);
+      }
+      // The same npu tensor twice is the same CPU tensor twice: kernels
+      // treat an out= that *is* an input (is_same) as full overlap, even
+      // when empty.
+      auto [it, fresh] = same_tensor.try_emplace(t.unsafeGetTensorImpl());
+      if (fresh) {
+        it->second = t.layout() == c10::kStrided && t.storage().data() != nullptr ? shared->view(t) : cpu_alias(t);
+        keep_requires_grad(it->second, t);
+      }
+      return it->second;
+    }));
+  }
+  return out;
+}
+
+torch::jit::Stack as_stack(const std::vector<IValue>& args, size_t count) {
+  count = std::min(count, args.size());
+  torch::jit::Stack stack;
+  stack.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (args[i].isGenerator()) {
+      stack.emplace_back(args[i].toGenerator().clone());
+    } else {
+      stack.push_back(args[i]);
+    }
+  }
+  return stack;
+}
+
+uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IValue>& args) {
+  CallSignature signature(&schema);
+  const std::string_view name = schema.name();
+  const bool values_vary = name.starts_with("aten::_fused_") || name.starts_with("aten::_foreach_");
+  const auto add_tensor = [&](const at::Tensor& t) {
+    if (!t.defined()) {
+      signature.add(0x7F);
+      return;
+    }
+    signature.add((static_cast<uint64_t>(t.scalar_type()) << 40) | (static_cast<uint64_t>(t.layout()) << 32) |
+                  (static_cast<uint64_t>(t.dim()) << 1) | (t.numel() == 0 ? 1 : 0));
+  };
+  if (shares_npu_storage(args)) {
+    // Overlapping arguments: a kernel may refuse them (SharedStorages.h).
+    std::vector<uint32_t> pattern;
+    storage_sharing_pattern(args, pattern);
+    for (const uint32_t ordinal : pattern) {
+      signature.add(0x5500 + ordinal);
+    }
+  }
+  for (const IValue& arg : args) {
+    if (arg.isTensor() || arg.isTensorList() || arg.isList()) {
+      bool any = false;
+      for_each_tensor(arg, [&](const at::Tensor& t) {
+        add_tensor(t);
+        any = true;
+      });
+      if (!any && arg.isList()) {
+        signature.add(0x11); // a list of non-tensors (sizes, dims): not by value
+      }
+    } else if (arg.isNone()) {
+      signature.add(0x22);
+    } else if (arg.isBool()) {
+      signature.add(0x33 + (arg.toBool() ? 1 : 0));
+    } else if (arg.isString()) {
+      signature.add(std::hash<std::string_view>()(arg.toStringView()));
+    } else if (arg.isDouble() && !values_vary) {
+      const double value = arg.toDouble();
+      uint64_t bits = 0;
+      std::memcpy(&bits, &value, sizeof(bits));
+      signature.add(bits);
+    } else if (arg.isComplexDouble() && !values_vary) {
+      const c10::complex<double> value = arg.toComplexDouble();
+      uint64_t bits[2] = {0, 0};
+      std::memcpy(&bits[0], &value, sizeof(bits));
+      signature.add(bits[0]);
+      signature.add(bits[1]);
+    } else if (arg.isInt()) {
+      // By sign only: kernels refuse negative or zero counts (multinomial's
+      // num_samples, a negative length), while the values themselves are
+      // sizes and dims, which the meta kernel checks.
+      const int64_t value = arg.toInt();
+      signature.add(0x40 + (value < 0 ? 0 : value == 0 ? 1 : 2));
+    } else {
+      signature.add(0x44); // a device, generator, ...: present
+    }
+  }
+  return signature.digest();
+}
+
+} // namespace torch_npu_ops
