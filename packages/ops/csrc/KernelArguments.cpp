@@ -17,6 +17,7 @@
 #include "IValueTensors.h"
 #include "SharedStorages.h"
 #include "npu/NPUGenerator.h"
+#include "npu/NPUGraphsUtils.h"
 
 namespace torch_npu_ops {
 namespace {
@@ -51,6 +52,14 @@ at::Generator cpu_generator(
   TORCH_CHECK(
       npu_generator.device().is_privateuseone(), "Expected a generator of device 'npu' for ",
       schema.name(), ", got one of ", npu_generator.device());
+  // A replay would draw the numbers this launch reserves, the same at every
+  // replay, where CUDA graphs draw new ones: refused until graphs give
+  // random work a generator offset per replay (Note [Stream capture]).
+  TORCH_CHECK(
+      c10_npu::stream_capture_status(c10_npu::getCurrentNPUStream(device.index())) ==
+          c10_npu::CaptureStatus::None,
+      schema.name(), ": random ops cannot be captured into an NPU graph yet (each replay would "
+      "repeat the capture's random numbers); run them outside the capture.");
   auto* impl = npu_generator.get<c10_npu::NPUGeneratorImpl>();
   std::pair<uint64_t, uint64_t> inputs;
   {
