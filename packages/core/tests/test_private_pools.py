@@ -58,11 +58,18 @@ def test_a_pool_serves_only_its_own_requests(pool):
     del outside
 
 
-def test_a_released_pool_gives_its_memory_back(pool):
+def _allocate_in(pool, nbytes: int) -> torch.Tensor:
     device = torch.npu.current_device()
     C._npu_beginAllocateCurrentStreamToPool(device, pool)
-    x = torch.empty(24 * MiB, dtype=torch.uint8, device="npu")
-    C._npu_endAllocateToPool(device, pool)
+    try:
+        return torch.empty(nbytes, dtype=torch.uint8, device="npu")
+    finally:
+        C._npu_endAllocateToPool(device, pool)
+
+
+def test_a_released_pool_gives_its_memory_back(pool):
+    device = torch.npu.current_device()
+    x = _allocate_in(pool, 24 * MiB)
     with_pool = _reserved()
     del x
     torch.npu.empty_cache()
@@ -74,9 +81,7 @@ def test_a_released_pool_gives_its_memory_back(pool):
 
 def test_empty_cache_of_one_pool(pool):
     device = torch.npu.current_device()
-    C._npu_beginAllocateCurrentStreamToPool(device, pool)
-    x = torch.empty(24 * MiB, dtype=torch.uint8, device="npu")
-    C._npu_endAllocateToPool(device, pool)
+    x = _allocate_in(pool, 24 * MiB)
     before = _reserved()
     del x
     C._npu_emptyCachePool(pool)

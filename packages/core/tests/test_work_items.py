@@ -9,17 +9,13 @@ import pytest
 import torch
 
 import torch_npu  # noqa: F401
+from torch_npu.npu._testing import work_item_runs
 
 
 @pytest.fixture
 def items_run_twice():
-    torch.npu.synchronize()
-    torch_npu._C._set_work_runs_for_testing(2)
-    try:
+    with work_item_runs(2):
         yield
-    finally:
-        torch.npu.synchronize()
-        torch_npu._C._set_work_runs_for_testing(1)
 
 
 def test_copies_and_fills_give_the_same_results_when_run_twice(items_run_twice):

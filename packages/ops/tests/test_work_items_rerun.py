@@ -11,17 +11,13 @@ import pytest
 import torch
 
 import torch_npu  # noqa: F401
+from torch_npu.npu._testing import work_item_runs
 
 
 @pytest.fixture
 def items_run_twice():
-    torch.npu.synchronize()
-    torch_npu._C._set_work_runs_for_testing(2)
-    try:
+    with work_item_runs(2):
         yield
-    finally:
-        torch.npu.synchronize()
-        torch_npu._C._set_work_runs_for_testing(1)
 
 
 def _inputs():
@@ -74,12 +70,7 @@ def test_random_items_draw_the_same_numbers_at_every_run(op):
     it found it: run twice, an item draws what it draws once."""
     torch.manual_seed(1234)
     once = op().cpu()
-    torch.npu.synchronize()
-    torch_npu._C._set_work_runs_for_testing(2)
-    try:
+    with work_item_runs(2):
         torch.manual_seed(1234)
         twice = op().cpu()
-    finally:
-        torch.npu.synchronize()
-        torch_npu._C._set_work_runs_for_testing(1)
     assert torch.equal(once, twice)
