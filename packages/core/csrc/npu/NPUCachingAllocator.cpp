@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <c10/core/Allocator.h>
+#include <c10/util/ApproximateClock.h>
 #include <c10/util/flat_hash_map.h>
 
 #include "npu/NPUEvent.h"
@@ -38,6 +39,21 @@ constexpr size_t kRoundLarge = 2097152;    // large segments round to 2 MiB
 
 struct Block;
 struct PrivatePool;
+
+std::mutex g_oom_observers_mutex;
+std::vector<OutOfMemoryObserver> g_oom_observers; // behind g_oom_observers_mutex
+
+// Called without the allocator's lock: an observer may take a snapshot.
+void notify_out_of_memory(c10::DeviceIndex device, size_t requested, size_t free, size_t total) {
+  std::vector<OutOfMemoryObserver> observers;
+  {
+    std::lock_guard<std::mutex> lock(g_oom_observers_mutex);
+    observers = g_oom_observers;
+  }
+  for (const auto& observer : observers) {
+    observer(device, requested, free, total);
+  }
+}
 
 struct BlockComparator {
   bool operator()(const Block* a, const Block* b) const;
@@ -100,6 +116,10 @@ struct Block {
   // allocator's free clock: releasing the cache after draining the device
   // releases only blocks freed before the drain began.
   uint64_t freed_at = 0;
+  // Memory history (recordHistory): where the block was allocated, and on
+  // a segment's first block, where the segment was.
+  std::shared_ptr<c10::GatheredContext> context_when_allocated;
+  std::shared_ptr<c10::GatheredContext> context_when_segment_allocated;
 };
 
 bool PoolPair::holds(const Block& block) const {
@@ -188,14 +208,16 @@ class DeviceCachingAllocator {
   // `stream`: from the private pool a capture on `stream` allocates to, else
   // from the default pool.
   void* malloc(size_t requested, aclrtStream stream) {
+    // Gathered before the lock: a Python stack takes microseconds.
+    std::shared_ptr<c10::GatheredContext> context = gather_context(RecordContext::STATE);
     std::unique_lock<std::mutex> lock(mutex_);
-    return malloc_locked(requested, stream, pools_for(stream), lock);
+    return malloc_locked(requested, stream, pools_for(stream), lock, std::move(context));
   }
 
   // Note [Device-work memory].
   void* malloc_device_work(size_t requested) {
     std::unique_lock<std::mutex> lock(mutex_);
-    return malloc_locked(requested, nullptr, device_work_blocks_, lock);
+    return malloc_locked(requested, nullptr, device_work_blocks_, lock, nullptr);
   }
 
   // Note [Private pools]: from now on, allocations on the streams `filter`
@@ -213,6 +235,17 @@ class DeviceCachingAllocator {
                   ") is already being allocated to on npu:", static_cast<int>(device_));
     }
     captures_underway_.emplace_back(id, std::move(filter));
+  }
+
+  // Creates pool `id` or adds a use of it (a MemPool object holds one).
+  void create_or_incref_pool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [it, created] = private_pools_.try_emplace(id);
+    if (created) {
+      it->second = std::make_unique<PrivatePool>();
+    } else {
+      ++it->second->use_count;
+    }
   }
 
   void end_allocate_to_pool(c10::MempoolId_t id) {
@@ -242,6 +275,83 @@ class DeviceCachingAllocator {
     }
   }
 
+  // Memory history (NPUCachingAllocator.h: recordHistory).
+  void record_history(bool enabled, CreateContextFn recorder, size_t max_entries, RecordContext when) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    record_context_ = enabled ? when : RecordContext::NEVER;
+    context_recorder_.store(enabled ? recorder : nullptr, std::memory_order_relaxed);
+    max_trace_entries_ = std::max<size_t>(max_entries, 1);
+    if (!enabled) {
+      trace_.clear();
+      trace_next_ = 0;
+    }
+    record_history_ = enabled;
+  }
+
+  // The segments (with their blocks) of every pool, and the trace.
+  void snapshot(std::vector<SegmentInfo>* segments, std::vector<TraceEntry>* entries) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<Block*> heads;
+    const auto consider = [&heads](Block* block) {
+      if (block->prev == nullptr) {
+        heads.push_back(block);
+      }
+    };
+    std::vector<PoolPair*> pools = {&default_blocks_, &device_work_blocks_};
+    std::vector<c10::MempoolId_t> pool_ids = {{0, 0}, {0, 0}};
+    for (auto& [id, pool] : private_pools_) {
+      pools.push_back(&pool->blocks);
+      pool_ids.push_back(id);
+    }
+    for (PoolPair* pair : pools) {
+      for (BlockPool* pool : {&pair->large, &pair->small}) {
+        std::for_each(pool->blocks.begin(), pool->blocks.end(), consider);
+      }
+    }
+    for (const auto& entry : allocated_blocks_) {
+      consider(entry.second);
+    }
+    for (const FreeList& list : free_lists_) {
+      std::for_each(list.blocks.begin(), list.blocks.begin() + list.count, consider);
+    }
+    for (const auto& pending : outstanding_events_) {
+      consider(pending.second);
+    }
+    std::sort(heads.begin(), heads.end());
+    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+    std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
+    for (Block* head : heads) {
+      SegmentInfo segment;
+      segment.device = device_;
+      segment.address = reinterpret_cast<uintptr_t>(head->ptr);
+      segment.stream = head->stream;
+      segment.is_large = !head->pool->is_small;
+      for (size_t i = 0; i < pools.size(); ++i) {
+        if (pools[i]->holds(*head)) {
+          segment.owner_private_pool_id = pool_ids[i];
+        }
+      }
+      segment.context_when_allocated = head->context_when_segment_allocated;
+      for (const Block* block = head; block != nullptr; block = block->next) {
+        BlockInfo info;
+        info.size = block->size;
+        info.requested_size = block->allocated ? block->requested_size : 0;
+        info.allocated = block->allocated;
+        info.active = block->allocated || block->event_count > 0 || !block->stream_uses.empty();
+        info.context_when_allocated = block->context_when_allocated;
+        segment.total_size += block->size;
+        segment.allocated_size += info.allocated ? block->size : 0;
+        segment.active_size += info.active ? block->size : 0;
+        segment.requested_size += info.requested_size;
+        segment.blocks.push_back(std::move(info));
+      }
+      segments->push_back(std::move(segment));
+    }
+    // The ring's oldest entry first.
+    entries->insert(entries->end(), trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_), trace_.end());
+    entries->insert(entries->end(), trace_.begin(), trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_));
+  }
+
   // Ids of the private pools that exist (for tests and snapshots).
   std::vector<c10::MempoolId_t> private_pool_ids() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -253,6 +363,32 @@ class DeviceCachingAllocator {
   }
 
  private:
+  // The caller's stack when history records at least `level` (else null);
+  // may be called without the lock.
+  std::shared_ptr<c10::GatheredContext> gather_context(RecordContext level) {
+    const CreateContextFn recorder = context_recorder_.load(std::memory_order_relaxed);
+    if (C10_LIKELY(recorder == nullptr) || record_context_ < level) {
+      return nullptr;
+    }
+    return recorder();
+  }
+
+  // Appends to the history ring (mutex_ held).
+  void trace(TraceEntry::Action action, void* ptr, size_t size, aclrtStream stream,
+             std::shared_ptr<c10::GatheredContext> context) {
+    TraceEntry entry{action, device_, reinterpret_cast<uintptr_t>(ptr), size, stream,
+                     c10::getTime() / 1000, std::move(context)};
+    if (action == TraceEntry::OOM) {
+      entry.addr = memory_info().first; // as CUDA's: the device's free bytes
+    }
+    if (trace_.size() < max_trace_entries_) {
+      trace_.push_back(std::move(entry));
+      return;
+    }
+    trace_[trace_next_] = std::move(entry);
+    trace_next_ = (trace_next_ + 1) % trace_.size();
+  }
+
   // Where tensor memory for `stream` comes from (Note [Private pools]).
   PoolPair& pools_for(aclrtStream stream) {
     if (C10_UNLIKELY(!captures_underway_.empty())) {
@@ -266,7 +402,7 @@ class DeviceCachingAllocator {
   }
 
   void* malloc_locked(size_t requested, aclrtStream stream, PoolPair& pools,
-                      std::unique_lock<std::mutex>& lock) {
+                      std::unique_lock<std::mutex>& lock, std::shared_ptr<c10::GatheredContext> context) {
     if (C10_UNLIKELY(!outstanding_events_.empty())) {
       process_events(/*wait=*/false);
     }
@@ -274,7 +410,7 @@ class DeviceCachingAllocator {
     BlockPool& target = pools.for_size(size);
     Block* block = take_from_free_list(stream, size, target);
     if (C10_UNLIKELY(block == nullptr)) {
-      block = take_from_pool(stream, size, requested, target, lock);
+      block = take_from_pool(stream, size, requested, target, lock, context);
     }
     if (C10_UNLIKELY(target.owner != nullptr)) {
       ++target.owner->live_blocks;
@@ -290,6 +426,10 @@ class DeviceCachingAllocator {
     // Inserted under the same lock: no second lock per allocation.
     allocated_blocks_.emplace(block->ptr, block);
     report_to_profiler(block->ptr, static_cast<int64_t>(block->size));
+    if (C10_UNLIKELY(record_history_)) {
+      block->context_when_allocated = record_context_ >= RecordContext::ALLOC ? context : nullptr;
+      trace(TraceEntry::ALLOC, block->ptr, block->size, stream, std::move(context));
+    }
     return block->ptr;
   }
 
@@ -440,6 +580,14 @@ class DeviceCachingAllocator {
     update(stats_.allocated_bytes, pool, -static_cast<int64_t>(block->size));
     update(stats_.requested_bytes, pool, -static_cast<int64_t>(block->requested_size));
     report_to_profiler(block->ptr, -static_cast<int64_t>(block->size));
+    if (C10_UNLIKELY(record_history_)) {
+      // Memory other streams still use is free only once their events
+      // complete (process_events then traces FREE_COMPLETED).
+      trace(block->stream_uses.empty() ? TraceEntry::FREE_COMPLETED : TraceEntry::FREE_REQUESTED,
+            block->ptr, block->size, block->stream,
+            record_context_ == RecordContext::ALL ? gather_context(RecordContext::ALL) : nullptr);
+      block->context_when_allocated = nullptr;
+    }
     if (C10_UNLIKELY(!block->stream_uses.empty())) {
       // Other streams may still use the memory: cache it only once events
       // recorded on them now have completed.
@@ -476,14 +624,15 @@ class DeviceCachingAllocator {
   // The general path: best fit from the pool, else a new segment; splits
   // what the request does not need.
   Block* take_from_pool(aclrtStream stream, size_t size, size_t requested, BlockPool& pool,
-                        std::unique_lock<std::mutex>& lock) {
+                        std::unique_lock<std::mutex>& lock,
+                        const std::shared_ptr<c10::GatheredContext>& context) {
     Block* block = take_cached_block(pool, stream, size);
     if (block == nullptr && flush_free_lists()) {
       // Parked blocks merged back may now form a fitting block.
       block = take_cached_block(pool, stream, size);
     }
     if (block == nullptr) {
-      block = new_segment(pool, stream, size, requested, lock);
+      block = new_segment(pool, stream, size, requested, lock, context);
     }
     if (should_split(*block, size)) {
       // Carve the front of the block; the rest stays cached in the pool.
@@ -596,8 +745,9 @@ class DeviceCachingAllocator {
     return block.pool->is_small ? remaining >= kMinBlockSize : remaining > kSmallSize;
   }
 
-  Block* new_segment(BlockPool& pool, aclrtStream stream, size_t size,
-                     size_t requested, std::unique_lock<std::mutex>& lock) {
+  Block* new_segment(BlockPool& pool, aclrtStream stream, size_t size, size_t requested,
+                     std::unique_lock<std::mutex>& lock,
+                     const std::shared_ptr<c10::GatheredContext>& context) {
     const size_t segment_size = segment_size_for(size);
     void* ptr = device_malloc(segment_size);
     if (ptr == nullptr) {
@@ -615,12 +765,20 @@ class DeviceCachingAllocator {
     }
     if (ptr == nullptr) {
       ++stats_.num_ooms;
+      if (C10_UNLIKELY(record_history_)) {
+        trace(TraceEntry::OOM, nullptr, requested, stream, context);
+      }
       raise_out_of_memory(requested, segment_size, is_device_work(pool), lock);
     }
     ++stats_.num_device_alloc;
     update(stats_.segment, pool, 1);
     update(stats_.reserved_bytes, pool, static_cast<int64_t>(segment_size));
-    return new Block(device_, stream, segment_size, &pool, ptr);
+    auto* segment = new Block(device_, stream, segment_size, &pool, ptr);
+    if (C10_UNLIKELY(record_history_)) {
+      segment->context_when_segment_allocated = context;
+      trace(TraceEntry::SEGMENT_ALLOC, ptr, segment_size, stream, context);
+    }
+    return segment;
   }
 
   bool is_device_work(const BlockPool& pool) const {
@@ -663,6 +821,7 @@ class DeviceCachingAllocator {
           std::to_string(fraction_) + ").";
     }
     lock.unlock();
+    notify_out_of_memory(device_, requested, free, total);
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "NPU out of memory. Tried to allocate ",
         format_size(requested), " (a new segment of ", format_size(segment_size), ")",
@@ -702,6 +861,7 @@ class DeviceCachingAllocator {
     if (dst->prev == src) {
       dst->ptr = src->ptr;
       dst->prev = src->prev;
+      dst->context_when_segment_allocated = std::move(src->context_when_segment_allocated);
       if (dst->prev != nullptr) {
         dst->prev->next = dst;
       }
@@ -727,6 +887,9 @@ class DeviceCachingAllocator {
       Block* block = it->second;
       it = outstanding_events_.erase(it);
       if (--block->event_count == 0) {
+        if (C10_UNLIKELY(record_history_)) {
+          trace(TraceEntry::FREE_COMPLETED, block->ptr, block->size, block->stream, nullptr);
+        }
         free_block(block);
       }
     }
@@ -782,6 +945,9 @@ class DeviceCachingAllocator {
           continue;
         }
         it = pool->blocks.erase(it);
+        if (C10_UNLIKELY(record_history_)) {
+          trace(TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream, nullptr);
+        }
         NPU_CHECK(acl::api().aclrtFree(block->ptr));
         ++stats_.num_device_free;
         update(stats_.segment, *pool, -1);
@@ -794,6 +960,14 @@ class DeviceCachingAllocator {
   const c10::DeviceIndex device_;
   std::mutex mutex_;
   DeviceStats stats_;
+  // Memory history: off (record_history_ false) costs one test per
+  // allocation and free. The recorder is read without the lock.
+  bool record_history_ = false;
+  RecordContext record_context_ = RecordContext::NEVER;
+  std::atomic<CreateContextFn> context_recorder_{nullptr};
+  size_t max_trace_entries_ = 1;
+  std::vector<TraceEntry> trace_; // a ring once full
+  size_t trace_next_ = 0;         // its oldest entry, once full
   PoolPair default_blocks_;
   PoolPair device_work_blocks_; // Note [Device-work memory]
   // Note [Private pools]: by id, and the allocations underway to them.
@@ -1046,12 +1220,36 @@ void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   g_allocator->for_device(device).end_allocate_to_pool(mempool_id);
 }
 
+void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  g_allocator->for_device(device).create_or_incref_pool(mempool_id);
+}
+
 void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   g_allocator->for_device(device).release_pool(mempool_id);
 }
 
 std::vector<c10::MempoolId_t> privatePoolIds(c10::DeviceIndex device) {
   return g_allocator->for_device(device).private_pool_ids();
+}
+
+void recordHistory(bool enabled, CreateContextFn context_recorder, size_t max_entries, RecordContext when) {
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    g_allocator->for_device(d).record_history(enabled, context_recorder, max_entries, when);
+  }
+}
+
+void attachOutOfMemoryObserver(OutOfMemoryObserver observer) {
+  std::lock_guard<std::mutex> lock(g_oom_observers_mutex);
+  g_oom_observers.push_back(std::move(observer));
+}
+
+SnapshotInfo snapshot() {
+  SnapshotInfo info;
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    info.device_traces.emplace_back();
+    g_allocator->for_device(d).snapshot(&info.segments, &info.device_traces.back());
+  }
+  return info;
 }
 
 c10::MempoolId_t graph_pool_handle() {

@@ -39,7 +39,9 @@
 // virtual-memory functions) would replace without touching the block logic.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -89,9 +91,70 @@ TORCH_NPU_API void beginAllocateToPool(
     c10::DeviceIndex device, c10::MempoolId_t mempool_id, std::function<bool(aclrtStream)> filter);
 TORCH_NPU_API void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id);
 TORCH_NPU_API void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id);
+// Creates pool `mempool_id` or adds a use of it (what a MemPool holds).
+TORCH_NPU_API void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id);
 // The private pools `device` has (in use or still holding memory).
 TORCH_NPU_API std::vector<c10::MempoolId_t> privatePoolIds(c10::DeviceIndex device);
 // A fresh id for a graph's private pool.
 TORCH_NPU_API c10::MempoolId_t graph_pool_handle();
+
+// ---- Memory history and snapshots (torch.npu.memory._record_memory_history,
+// _snapshot), in the terms of CUDA's allocator so that torch's memory_viz
+// reads them.
+
+// What a recorded stack belongs to: nothing, the live state (segments and
+// blocks), also allocations in the trace, or allocations and frees.
+enum class RecordContext { NEVER = 0, STATE = 1, ALLOC = 2, ALL = 3 };
+using CreateContextFn = std::shared_ptr<c10::GatheredContext> (*)();
+
+struct TraceEntry {
+  enum Action { ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, OOM };
+  Action action;
+  c10::DeviceIndex device;
+  uintptr_t addr; // for OOM: the device's free bytes
+  size_t size;
+  aclrtStream stream;
+  int64_t time_us;
+  std::shared_ptr<c10::GatheredContext> context;
+};
+
+struct BlockInfo {
+  size_t size = 0;
+  size_t requested_size = 0;
+  bool allocated = false;
+  bool active = false; // allocated, or freed but still used by other streams
+  std::shared_ptr<c10::GatheredContext> context_when_allocated;
+};
+
+struct SegmentInfo {
+  c10::DeviceIndex device = 0;
+  uintptr_t address = 0;
+  aclrtStream stream = nullptr;
+  size_t total_size = 0;
+  size_t requested_size = 0;
+  size_t allocated_size = 0;
+  size_t active_size = 0;
+  bool is_large = false;
+  c10::MempoolId_t owner_private_pool_id = {0, 0};
+  std::vector<BlockInfo> blocks;
+  std::shared_ptr<c10::GatheredContext> context_when_allocated;
+};
+
+struct SnapshotInfo {
+  std::vector<SegmentInfo> segments;
+  std::vector<std::vector<TraceEntry>> device_traces; // per device
+};
+
+// Starts (or stops, clearing the trace) recording: each allocation's stack
+// from `context_recorder` as `when` says, and the last `max_entries`
+// allocator events per device.
+TORCH_NPU_API void recordHistory(
+    bool enabled, CreateContextFn context_recorder, size_t max_entries, RecordContext when);
+TORCH_NPU_API SnapshotInfo snapshot();
+
+// Called before an allocation raises torch.OutOfMemoryError (without the
+// allocator's lock held): (device, requested bytes, device free, total).
+using OutOfMemoryObserver = std::function<void(c10::DeviceIndex, size_t, size_t, size_t)>;
+TORCH_NPU_API void attachOutOfMemoryObserver(OutOfMemoryObserver observer);
 
 } // namespace c10_npu::NPUCachingAllocator

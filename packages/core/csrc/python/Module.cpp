@@ -14,11 +14,13 @@
 #include "aten/NPUFormat.h"
 #include "python/Activity.h"
 #include "python/Graphs.h"
+#include "python/MemorySnapshot.h"
 #include "npu/impl/AclInterface.h"
 #include "npu/NPUCachingAllocator.h"
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGenerator.h"
+#include "npu/NPUGuardImpl.h"
 #include "npu/NPUHostAllocator.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
@@ -241,6 +243,16 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_npu_endAllocateToPool", &NPUCachingAllocator::endAllocateToPool);
   m.def("_npu_releasePool", &NPUCachingAllocator::releasePool, py::call_guard<py::gil_scoped_release>());
+  m.def("_npu_createOrIncrefPool", &NPUCachingAllocator::createOrIncrefPool);
+  // torch.npu.caching_allocator_alloc/delete: raw memory on a stream.
+  m.def("_npu_caching_allocator_alloc", [](size_t size, c10::DeviceIndex device, int64_t stream_id) {
+    const NPUGuard guard(device);
+    const NPUStream stream = NPUStream::unpack3(stream_id, device, c10::DeviceType::PrivateUse1);
+    return reinterpret_cast<uintptr_t>(NPUCachingAllocator::get()->raw_alloc_with_stream(size, stream.stream()));
+  });
+  m.def("_npu_caching_allocator_delete", [](uintptr_t ptr) {
+    NPUCachingAllocator::get()->raw_delete(reinterpret_cast<void*>(ptr));
+  });
   m.def("_npu_privatePoolIds", &NPUCachingAllocator::privatePoolIds);
   m.def("_npu_emptyCachePool", [](c10::MempoolId_t id) { NPUCachingAllocator::get()->emptyCache(id); },
         py::call_guard<py::gil_scoped_release>());
@@ -261,6 +273,7 @@ PYBIND11_MODULE(_C, m) {
   });
   c10_npu::python::bind_activity(m);
   c10_npu::python::bind_graphs(m);
+  c10_npu::python::bind_memory_snapshot(m);
   // Note [Device work items run many times], tested: every launch runs its
   // item this many times (1: normal).
   m.def("_set_work_runs_for_testing", &set_work_runs_for_testing);

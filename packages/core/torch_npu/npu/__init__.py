@@ -70,7 +70,13 @@ from .memory import (
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
     get_per_process_memory_fraction,
+    MemPool,
+    caching_allocator_alloc,
+    caching_allocator_delete,
+    memory_summary,
+    use_mem_pool,
 )
+from . import memory as _memory
 from .random import (
     get_rng_state,
     get_rng_state_all,
@@ -194,6 +200,11 @@ __all__ = [
     "get_device_properties",
     "get_mm_bmm_format_nd",
     "get_per_process_memory_fraction",
+    "MemPool",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
+    "memory_summary",
+    "use_mem_pool",
     "get_rng_state",
     "get_rng_state_all",
     "HalfTensor",
@@ -239,3 +250,6 @@ __all__ = [
     "utilization",
 ]
 __all__ += sorted(_STORAGE_CLASSES)
+
+# OOM_SNAPSHOT_ENABLE / OOM_SNAPSHOT_PATH (memory._install_oom_snapshot).
+_memory._install_oom_snapshot()

@@ -4,7 +4,14 @@ with the names and keys of torch.cuda's memory API."""
 from __future__ import annotations
 
 import collections
-from typing import Any
+import contextlib
+import itertools
+import os
+import pickle
+import sys
+import time
+import warnings
+from typing import Any, Iterator, Literal
 
 from .. import _C
 from ._device import _DeviceLike, _get_device_index
@@ -97,3 +104,189 @@ def host_memory_stats() -> dict[str, Any]:
     flat: dict[str, Any] = {}
     _flatten("", _C._host_memory_stats(), flat)
     return collections.OrderedDict(sorted(flat.items()))
+
+
+# ---- memory history and snapshots (torch.cuda's format) -------------------
+
+def _record_memory_history(
+    enabled: Literal[None, "state", "all"] = "all",
+    context: Literal[None, "state", "alloc", "all"] = "all",
+    stacks: Literal["python", "all"] = "all",
+    max_entries: int = sys.maxsize,
+) -> None:
+    """Starts (or, with ``enabled=None``, stops) recording the caching
+    allocator's history, as ``torch.cuda.memory._record_memory_history``.
+
+    ``enabled="all"`` keeps the last ``max_entries`` allocator events per
+    device (allocations, frees, segments, OOMs) for :func:`_snapshot`'s
+    ``device_traces``; ``"state"`` keeps only the stacks of live blocks.
+    ``context`` says which stacks are kept (``"state"``: live blocks only,
+    ``"alloc"``: also allocation events, ``"all"``: also frees);
+    ``stacks="all"`` adds C++ frames to the Python ones.
+    """
+    if enabled not in (None, "state", "all"):
+        raise ValueError(f"_record_memory_history: enabled must be None, 'state' or 'all', got {enabled!r}")
+    if context not in (None, "state", "alloc", "all"):
+        raise ValueError(f"_record_memory_history: context must be None, 'state', 'alloc' or 'all', got {context!r}")
+    if not isinstance(max_entries, int) or max_entries < 1:
+        raise ValueError(f"_record_memory_history: max_entries must be a positive int, got {max_entries!r}")
+    if enabled == "state":
+        max_entries = 1  # no trace: live state only
+    _C._npu_record_memory_history(enabled is not None, context or "never", stacks, min(max_entries, 2**62))
+
+
+def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:
+    """The caching allocator's state in torch.cuda's snapshot format: a dict
+    with ``"segments"`` (every segment of every device, with its blocks and
+    the stacks that allocated them) and ``"device_traces"`` (the recorded
+    history per device). PyTorch's ``torch.cuda._memory_viz`` and
+    pytorch.org/memory_viz read it; so does ``python -m
+    torch_npu.profiler.memory_viz``. ``device`` is accepted for torch.cuda's
+    signature; every device is included."""
+    return _C._npu_memory_snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Pickles :func:`_snapshot` to ``filename``."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+def _oom_snapshot_path(directory: str) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return os.path.join(directory, f"oom_snapshot_{os.getpid()}_{stamp}.pickle")
+
+
+def _install_oom_snapshot() -> None:
+    """``OOM_SNAPSHOT_ENABLE=1`` (history of every allocation) or ``2``
+    (live state only): when an allocation runs out of memory, a snapshot is
+    written to ``OOM_SNAPSHOT_PATH`` (a directory, default the current one)
+    before torch.OutOfMemoryError is raised, named
+    ``oom_snapshot_<pid>_<time>.pickle``."""
+    mode = os.environ.get("OOM_SNAPSHOT_ENABLE", "0").strip()
+    if mode in ("", "0"):
+        return
+    if mode not in ("1", "2"):
+        raise ValueError(
+            f"OOM_SNAPSHOT_ENABLE={mode!r}: use 1 (record every allocation's history), "
+            "2 (live state only) or 0 (off)")
+    directory = os.environ.get("OOM_SNAPSHOT_PATH", "") or os.getcwd()
+    _record_memory_history("all" if mode == "1" else "state")
+
+    def on_out_of_memory(device: int, requested: int, free: int, total: int) -> None:
+        os.makedirs(directory, exist_ok=True)
+        path = _oom_snapshot_path(directory)
+        _dump_snapshot(path)
+        warnings.warn(f"npu:{device} ran out of memory (requested {requested} bytes, {free} of {total} free); "
+                      f"memory snapshot written to {path}", stacklevel=2)
+
+    _C._npu_attach_out_of_memory_observer(on_out_of_memory)
+
+
+def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str:
+    """A human-readable table of :func:`memory_stats` for ``device``, with
+    the rows of torch.cuda.memory_summary (``abbreviated`` leaves out the
+    per-pool rows)."""
+    index = _index(device)
+    stats = memory_stats(index)
+
+    def size(n: int) -> str:
+        for unit in ("B  ", "KiB", "MiB", "GiB"):
+            if abs(n) < 1024 or unit == "GiB":
+                return f"{n:6.0f} {unit}" if unit == "B  " else f"{n:6.1f} {unit}"
+            n /= 1024
+        return str(n)
+
+    rows = [("Allocated memory", "allocated_bytes", size), ("Active memory", "active_bytes", size),
+            ("Requested memory", "requested_bytes", size), ("Reserved memory", "reserved_bytes", size),
+            ("Non-releasable memory", "inactive_split_bytes", size),
+            ("Allocations", "allocation", str), ("Active allocs", "active", str),
+            ("Reserved segments", "segment", str), ("Non-releasable allocs", "inactive_split", str)]
+    line = "=" * 79
+    out = [line, f" PyTorch NPU memory summary, device ID {index:<4d}".ljust(79), "-" * 79,
+           f" {'Metric':<26}| {'Cur Usage':>11} | {'Peak Usage':>11} | {'Tot Alloc':>11} | {'Tot Freed':>10}",
+           line]
+    pools = ["all"] if abbreviated else ["all", "large_pool", "small_pool"]
+    for title, key, fmt in rows:
+        for pool in pools:
+            name = title if pool == "all" else f"      from {pool.split('_')[0]} pool"
+            values = [stats.get(f"{key}.{pool}.{field}", 0) for field in ("current", "peak", "allocated", "freed")]
+            out.append(f" {name:<26}| " + " | ".join(f"{fmt(v):>11}" for v in values))
+        out.append("-" * 79)
+    out.append(f" Allocation retries: {stats.get('num_alloc_retries', 0)}    "
+               f"OOMs: {stats.get('num_ooms', 0)}")
+    out.append(line)
+    return "\n".join(out) + "\n"
+
+
+# ---- memory pools -----------------------------------------------------------
+
+class MemPool:
+    """A private pool of the caching allocator (Note [Private pools],
+    csrc/npu/NPUCachingAllocator.h), as ``torch.cuda.MemPool``: tensors
+    allocated inside :func:`use_mem_pool` come from it and its memory serves
+    nothing else; it goes back to the device once the pool is deleted and
+    its tensors are freed."""
+
+    _next_id = itertools.count(1)
+
+    def __init__(self, device: _DeviceLike = None) -> None:
+        self._device = _index(device)
+        # User pools take (n, 0), graphs' (0, n), as CUDA's.
+        self._id = (next(MemPool._next_id), 0)
+        _C._npu_createOrIncrefPool(self._device, self._id)
+        self._held = True
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """The pool's MempoolId."""
+        return self._id
+
+    @property
+    def device(self) -> int:
+        return self._device
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The segments of this pool, in :func:`_snapshot`'s format."""
+        return [s for s in _snapshot()["segments"] if tuple(s["segment_pool_id"]) == self._id]
+
+    def __del__(self) -> None:
+        if getattr(self, "_held", False):
+            self._held = False
+            try:
+                _C._npu_releasePool(self._device, self._id)
+            except Exception:  # noqa: BLE001 - at interpreter exit the runtime may be gone
+                pass
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: _DeviceLike = None) -> Iterator[None]:
+    """Allocations of the current thread's current stream on ``pool``'s
+    device come from ``pool`` inside the block, as torch.cuda.use_mem_pool."""
+    index = pool.device if device is None else _index(device)
+    if index != pool.device:
+        raise ValueError(f"use_mem_pool: the pool belongs to npu:{pool.device}, not npu:{index}")
+    _C._npu_beginAllocateCurrentStreamToPool(index, pool.id)  # a use of the pool, for the block
+    try:
+        yield
+    finally:
+        _C._npu_endAllocateToPool(index, pool.id)
+        _C._npu_releasePool(index, pool.id)
+
+
+def caching_allocator_alloc(size: int, device: _DeviceLike = None, stream: Any = None) -> int:
+    """Device memory of ``size`` bytes from the caching allocator (on
+    ``stream``, default the current one), as torch.cuda's; free it with
+    :func:`caching_allocator_delete`."""
+    if not isinstance(size, int) or size < 0:
+        raise ValueError(f"caching_allocator_alloc: size must be a non-negative int, got {size!r}")
+    index = _index(device) if stream is None else stream.device_index
+    if stream is None:
+        from .streams import current_stream
+        stream = current_stream(index)
+    return int(_C._npu_caching_allocator_alloc(size, index, stream.stream_id))
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Frees memory from :func:`caching_allocator_alloc`."""
+    _C._npu_caching_allocator_delete(int(mem_ptr))
