@@ -526,6 +526,48 @@ def test_bad_hyper_parameters_raise_value_error(cls, kwargs, message):
         assert cls.__name__ in str(error.value)
 
 
+#: One bad value per checked hyper-parameter kind and the whole message it must raise
+#: (checkpointed training scripts and user code match on these).
+EXACT_MESSAGES = [
+    *[(cls, {"lr": -1.0}, f"Invalid learning rate: -1.0. {cls.__name__} needs lr >= 0.")
+      for cls in SIGNATURES],
+    (NpuFusedAdam, {"betas": [0.9, 1.0]},
+     "Invalid beta parameter at index 1: 1.0. NpuFusedAdam needs betas[1] in [0, 1)."),
+    (NpuFusedLamb, {"betas": 0.9},
+     "Invalid betas: 0.9. NpuFusedLamb needs a pair (beta1, beta2), e.g. (0.9, 0.999)."),
+    (NpuFusedAdadelta, {"rho": 1.5}, "Invalid rho value: 1.5. NpuFusedAdadelta needs rho in [0, 1]."),
+    (NpuFusedRMSpropTF, {"alpha": -0.5}, "Invalid alpha value: -0.5. NpuFusedRMSpropTF needs alpha >= 0."),
+    (NpuFusedAdamP, {"wd_ratio": -0.1}, "Invalid wd_ratio value: -0.1. NpuFusedAdamP needs wd_ratio >= 0."),
+    (NpuFusedSGD, {"lr": 0.1, "nesterov": True},
+     "Nesterov momentum requires a momentum and zero dampening: NpuFusedSGD got momentum=0.0, "
+     "dampening=0.0; use momentum > 0 and dampening=0, or nesterov=False."),
+    (NpuFusedBertAdam, {"lr": 0.1, "warmup": 1.0},
+     "Invalid warmup: 1.0. NpuFusedBertAdam needs warmup (or -1 for no warmup) in [0, 1)."),
+    (NpuFusedBertAdam, {"lr": 0.1, "schedule": "linear"},
+     "Invalid schedule parameter: 'linear'. NpuFusedBertAdam knows warmup_constant, warmup_cosine, "
+     "warmup_linear, warmup_poly."),
+    (NpuFusedBertAdam, {"lr": 0.1, "t_total": 0},
+     "Invalid t_total: 0. NpuFusedBertAdam needs the number of training steps (> 0), or -1 for a "
+     "constant learning rate."),
+    (NpuFusedBertAdam, {"lr": 0.1, "e": -1.0}, "Invalid epsilon value: -1.0. NpuFusedBertAdam needs e >= 0."),
+    # Several bad values: the first check in torch_npu's order reports.
+    (NpuFusedBertAdam, {"lr": 0.1, "b1": 1.0, "warmup": 2.0, "weight_decay": -1.0},
+     "Invalid warmup: 2.0. NpuFusedBertAdam needs warmup (or -1 for no warmup) in [0, 1)."),
+    (NpuFusedRMSprop, {"alpha": -1.0, "momentum": -1.0},
+     "Invalid momentum value: -1.0. NpuFusedRMSprop needs momentum >= 0."),
+    (NpuFusedSGD, {"lr": -0.1, "nesterov": True},
+     "Invalid learning rate: -0.1. NpuFusedSGD needs lr >= 0."),
+]
+
+
+@pytest.mark.parametrize("cls,kwargs,message", EXACT_MESSAGES,
+                         ids=[f"{c.__name__}-{'-'.join(k)}-{i}" for i, (c, k, _) in enumerate(EXACT_MESSAGES)])
+def test_bad_hyper_parameter_messages_are_exact(cls, kwargs, message):
+    with pytest.raises(ValueError) as error:
+        cls(mlp().parameters(), **kwargs)
+    assert str(error.value) == message
+
+
 ALL_OPTIMIZERS = [
     (NpuFusedSGD, {"lr": 0.1, "momentum": 0.9}),
     (NpuFusedAdam, {"lr": 1e-2, "weight_decay": 0.1, "amsgrad": True}),
@@ -582,6 +624,64 @@ def test_state_dict_round_trip_continues_identically(cls, kwargs):
         for p, q in zip(model.parameters(), resumed_model.parameters()):
             assert torch.equal(p.cpu(), q.cpu()), f"step {step}"
     assert not all(torch.equal(p.cpu(), q.cpu()) for p, q in zip(model.parameters(), fresh_model.parameters()))
+
+
+#: The per-parameter state of each ALL_OPTIMIZERS entry after a step, in its order:
+#: the state_dict layout checkpoints (and torch.optim twins) depend on.
+STATE_KEYS = {
+    NpuFusedSGD: ["momentum_buffer"],
+    NpuFusedAdam: ["step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"],
+    NpuFusedAdamW: ["step", "exp_avg", "exp_avg_sq"],
+    NpuFusedRMSprop: ["step", "square_avg", "momentum_buffer", "grad_avg"],
+    NpuFusedAdadelta: ["step", "square_avg", "acc_delta"],
+    NpuFusedLamb: ["step", "exp_avg", "exp_avg_sq"],
+    NpuFusedBertAdam: ["step", "exp_avg", "exp_avg_sq"],
+    NpuFusedRMSpropTF: ["step", "square_avg", "momentum_buffer", "grad_avg"],
+    NpuFusedAdamP: ["step", "exp_avg", "exp_avg_sq"],
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("cls,kwargs", ALL_OPTIMIZERS, ids=ALL_IDS)
+def test_state_dict_layout_after_one_step(cls, kwargs, device):
+    model = mlp(device=device)
+    optimizer = cls(two_groups(model, {}, {"lr": 5e-3}), **kwargs)
+    backward(model, 0)
+    model[2].bias.grad = None  # a parameter without a gradient gets no state
+    optimizer.step()
+    state_dict = optimizer.state_dict()
+    params = list(model.parameters())
+    assert sorted(state_dict["state"]) == [0, 1, 2]
+    for index, state in state_dict["state"].items():
+        assert list(state) == STATE_KEYS[cls]
+        for name, value in state.items():
+            if name == "step":  # on the host, as torch.optim keeps it without capturable
+                assert value.device.type == "cpu" and value.dtype == torch.float32 and value.dim() == 0
+                assert value.item() == 1.0
+            else:
+                assert (value.shape, value.dtype, value.device) == (
+                    params[index].shape, params[index].dtype, params[index].device)
+    assert [group["params"] for group in state_dict["param_groups"]] == [[0, 1], [2, 3]]
+    expected_options = sorted(optimizer.defaults)
+    assert all(sorted(set(group) - {"params"}) == expected_options for group in state_dict["param_groups"])
+
+
+@pytest.mark.parametrize("cls,option,names", [
+    (NpuFusedAdam, {"amsgrad": True}, ["max_exp_avg_sq"]),
+    (NpuFusedRMSprop, {"momentum": 0.9, "centered": True}, ["momentum_buffer", "grad_avg"]),
+    (NpuFusedRMSpropTF, {"momentum": 0.9, "centered": True}, ["momentum_buffer", "grad_avg"]),
+], ids=lambda value: value.__name__ if isinstance(value, type) else None)
+def test_an_option_turned_on_later_adds_its_state(cls, option, names):
+    model = mlp()
+    optimizer = cls(model.parameters(), lr=1e-2)
+    backward(model, 0)
+    optimizer.step()
+    before = {name: list(optimizer.state[p]) for name, p in model.named_parameters()}
+    optimizer.param_groups[0].update(option)
+    optimizer.step()
+    for name, p in model.named_parameters():
+        assert list(optimizer.state[p]) == before[name] + names
+        assert optimizer.state[p]["step"].item() == 2.0
 
 
 @pytest.mark.parametrize("cls,kwargs", ALL_OPTIMIZERS, ids=ALL_IDS)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
 
-import torch
+from torch import Tensor
 from torch.optim.adadelta import adadelta
 from torch.optim.optimizer import ParamsT
 
-from ._tensor_lists import new_step_counter
-from ._validation import require_fraction, require_non_negative
+from ._tensor_lists import new_step_counter, torch_optim_foreach_options, zeros_like_param
+from ._validation import EPS, LR, WEIGHT_DECAY, fraction
 from .npu_fused_optim_base import NpuFusedOptimizerBase
 
 __all__ = ["NpuFusedAdadelta"]
@@ -35,6 +35,8 @@ class NpuFusedAdadelta(NpuFusedOptimizerBase):
         ValueError: a hyper-parameter is out of range.
     """
 
+    _hyper_parameter_rules = (LR, fraction("rho", "rho value", one_allowed=True), EPS, WEIGHT_DECAY)
+
     def __init__(
         self,
         params: ParamsT,
@@ -43,41 +45,21 @@ class NpuFusedAdadelta(NpuFusedOptimizerBase):
         eps: float = 1e-6,
         weight_decay: float = 0,
     ) -> None:
-        owner = type(self).__name__
-        require_non_negative(owner, "learning rate", lr, "lr")
-        require_fraction(owner, "rho value", rho, "rho", one_allowed=True)
-        require_non_negative(owner, "epsilon value", eps, "eps")
-        require_non_negative(owner, "weight_decay value", weight_decay, "weight_decay")
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: Dict[str, Any]) -> None:
-        params, grads = self._params_with_grads(group)
-        if not params:
-            return
-        square_avgs, acc_deltas, steps = [], [], []
-        for p in params:
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = new_step_counter()
-                state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["acc_delta"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            steps.append(state["step"])
-            square_avgs.append(state["square_avg"])
-            acc_deltas.append(state["acc_delta"])
+    def _step_group(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor]) -> None:
+        state = self._state_lists(
+            params, {"step": new_step_counter, "square_avg": zeros_like_param, "acc_delta": zeros_like_param})
         adadelta(
             params,
             grads,
-            square_avgs,
-            acc_deltas,
-            steps,
-            capturable=False,
-            foreach=True,
-            differentiable=False,
-            has_complex=any(torch.is_complex(p) for p in params),
+            state["square_avg"],
+            state["acc_delta"],
+            state["step"],
             lr=group["lr"],
             rho=group["rho"],
             eps=group["eps"],
             weight_decay=group["weight_decay"],
-            maximize=False,
+            **torch_optim_foreach_options(params),
         )

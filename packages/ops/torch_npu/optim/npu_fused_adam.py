@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
-import torch
+from torch import Tensor
 from torch.optim.adam import adam
 from torch.optim.optimizer import ParamsT
 
-from ._tensor_lists import new_step_counter
-from ._validation import require_betas, require_non_negative
+from ._tensor_lists import ADAM_STATE, torch_optim_foreach_options, zeros_like_param
+from ._validation import BETAS, EPS, LR, WEIGHT_DECAY
 from .npu_fused_optim_base import NpuFusedOptimizerBase
 
 __all__ = ["NpuFusedAdam"]
@@ -37,6 +37,8 @@ class NpuFusedAdam(NpuFusedOptimizerBase):
 
     #: The functional torch.optim update this optimizer runs.
     _update = staticmethod(adam)
+    _hyper_parameter_rules = (LR, EPS, BETAS, WEIGHT_DECAY)
+    _options_added_later = {"amsgrad": False}
 
     def __init__(
         self,
@@ -47,56 +49,28 @@ class NpuFusedAdam(NpuFusedOptimizerBase):
         weight_decay: float = 0,
         amsgrad: bool = False,
     ) -> None:
-        owner = type(self).__name__
-        require_non_negative(owner, "learning rate", lr, "lr")
-        require_non_negative(owner, "epsilon value", eps, "eps")
-        betas = require_betas(owner, betas)
-        require_non_negative(owner, "weight_decay value", weight_decay, "weight_decay")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("amsgrad", False)
-
-    def _step_group(self, group: Dict[str, Any]) -> None:
-        params, grads = self._params_with_grads(group)
-        if not params:
-            return
+    def _step_group(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor]) -> None:
         amsgrad = group["amsgrad"]
-        exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = [], [], [], []
-        for p in params:
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = new_step_counter()
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            if amsgrad and "max_exp_avg_sq" not in state:
-                state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            steps.append(state["step"])
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
-            if amsgrad:
-                max_exp_avg_sqs.append(state["max_exp_avg_sq"])
+        # AMSGrad's maximum is made when first needed, also when a group
+        # turns amsgrad on after some steps.
+        state = self._state_lists(params, ADAM_STATE, {"max_exp_avg_sq": zeros_like_param} if amsgrad else {})
         beta1, beta2 = group["betas"]
         self._update(
             params,
             grads,
-            exp_avgs,
-            exp_avg_sqs,
-            max_exp_avg_sqs,
-            steps,
-            foreach=True,
-            capturable=False,
-            differentiable=False,
+            state["exp_avg"],
+            state["exp_avg_sq"],
+            state.get("max_exp_avg_sq", []),
+            state["step"],
             fused=False,
-            has_complex=any(torch.is_complex(p) for p in params),
             amsgrad=amsgrad,
             beta1=beta1,
             beta2=beta2,
             lr=group["lr"],
             weight_decay=group["weight_decay"],
             eps=group["eps"],
-            maximize=False,
+            **torch_optim_foreach_options(params),
         )

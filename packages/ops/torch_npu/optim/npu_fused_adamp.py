@@ -9,8 +9,8 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import ParamsT
 
-from ._tensor_lists import group_by_device_and_dtype, new_step_counter
-from ._validation import require_betas, require_non_negative
+from ._tensor_lists import ADAM_STATE, group_by_device_and_dtype, update_moments_
+from ._validation import BETAS, EPS, LR, WEIGHT_DECAY, non_negative
 from .npu_fused_optim_base import NpuFusedOptimizerBase
 
 __all__ = ["NpuFusedAdamP"]
@@ -66,6 +66,9 @@ class NpuFusedAdamP(NpuFusedOptimizerBase):
         ValueError: a hyper-parameter is out of range.
     """
 
+    _hyper_parameter_rules = (
+        LR, BETAS, EPS, WEIGHT_DECAY, non_negative("delta", "delta value"), non_negative("wd_ratio", "wd_ratio value"))
+
     def __init__(
         self,
         params: ParamsT,
@@ -77,45 +80,23 @@ class NpuFusedAdamP(NpuFusedOptimizerBase):
         wd_ratio: float = 0.1,
         nesterov: bool = False,
     ) -> None:
-        owner = type(self).__name__
-        require_non_negative(owner, "learning rate", lr, "lr")
-        betas = require_betas(owner, betas)
-        require_non_negative(owner, "epsilon value", eps, "eps")
-        require_non_negative(owner, "weight_decay value", weight_decay, "weight_decay")
-        require_non_negative(owner, "delta value", delta, "delta")
-        require_non_negative(owner, "wd_ratio value", wd_ratio, "wd_ratio")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         delta=delta, wd_ratio=wd_ratio, nesterov=nesterov)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: Dict[str, Any]) -> None:
-        params, grads = self._params_with_grads(group)
-        if not params:
-            return
-        exp_avgs, exp_avg_sqs, steps = [], [], []
-        for p in params:
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = new_step_counter()
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            steps.append(state["step"])
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
-        torch._foreach_add_(steps, 1)
+    def _step_group(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor]) -> None:
+        state = self._state_lists(params, ADAM_STATE)
+        torch._foreach_add_(state["step"], 1)
 
         beta1, beta2 = group["betas"]
         lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
-        step_counts = [step.item() for step in steps]
+        step_counts = [step.item() for step in state["step"]]
         bias_correction2_sqrts = [math.sqrt(1 - beta2 ** t) for t in step_counts]
         neg_step_sizes = [-lr / (1 - beta1 ** t) for t in step_counts]
         buckets = group_by_device_and_dtype(
-            params, grads, exp_avgs, exp_avg_sqs, bias_correction2_sqrts, neg_step_sizes)
+            params, grads, state["exp_avg"], state["exp_avg_sq"], bias_correction2_sqrts, neg_step_sizes)
         for ps, gs, ms, vs, bc2_sqrts, bucket_neg_step_sizes in buckets.values():
-            torch._foreach_mul_(ms, beta1)
-            torch._foreach_add_(ms, gs, alpha=1 - beta1)
-            torch._foreach_mul_(vs, beta2)
-            torch._foreach_addcmul_(vs, gs, gs, value=1 - beta2)
+            update_moments_(ms, vs, gs, beta1, beta2)
             denominators = torch._foreach_sqrt(vs)
             torch._foreach_div_(denominators, bc2_sqrts)
             torch._foreach_add_(denominators, eps)

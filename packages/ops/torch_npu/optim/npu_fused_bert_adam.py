@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List
 
 import torch
+from torch import Tensor
 from torch.optim.optimizer import ParamsT, required
 
-from ._tensor_lists import group_by_device_and_dtype, new_step_counter
-from ._validation import require_fraction, require_non_negative
+from ._tensor_lists import ADAM_STATE, adam_directions, group_by_device_and_dtype, update_moments_
+from ._validation import LR, WEIGHT_DECAY, Rule, fraction, non_negative
 from .npu_fused_optim_base import NpuFusedOptimizerBase
 
 __all__ = ["NpuFusedBertAdam"]
@@ -93,6 +94,20 @@ class NpuFusedBertAdam(NpuFusedOptimizerBase):
         ValueError: a hyper-parameter is out of range.
     """
 
+    _hyper_parameter_rules = (
+        LR,
+        fraction("warmup", "warmup", one_allowed=False, label="warmup (or -1 for no warmup)", off=(-1,)),
+        Rule("schedule", lambda schedule: schedule in SCHEDULES,
+             "Invalid schedule parameter: {value!r}. {owner} knows " + ", ".join(sorted(SCHEDULES)) + "."),
+        Rule("t_total", lambda t_total: t_total == -1 or t_total > 0,
+             "Invalid t_total: {value!r}. {owner} needs the number of training steps (> 0), "
+             "or -1 for a constant learning rate."),
+        fraction("b1", "b1 parameter", one_allowed=False),
+        fraction("b2", "b2 parameter", one_allowed=False),
+        non_negative("e", "epsilon value"),
+        WEIGHT_DECAY,
+    )
+
     def __init__(
         self,
         params: ParamsT,
@@ -106,24 +121,6 @@ class NpuFusedBertAdam(NpuFusedOptimizerBase):
         weight_decay: float = 0.01,
         max_grad_norm: float = 1.0,
     ) -> None:
-        owner = type(self).__name__
-        if lr is not required:
-            require_non_negative(owner, "learning rate", lr, "lr")
-        if warmup != -1:
-            require_fraction(owner, "warmup", warmup, "warmup (or -1 for no warmup)", one_allowed=False)
-        if schedule not in SCHEDULES:
-            raise ValueError(
-                f"Invalid schedule parameter: {schedule!r}. {owner} knows {', '.join(sorted(SCHEDULES))}."
-            )
-        if not (t_total == -1 or t_total > 0):
-            raise ValueError(
-                f"Invalid t_total: {t_total!r}. {owner} needs the number of training steps (> 0), "
-                "or -1 for a constant learning rate."
-            )
-        require_fraction(owner, "b1 parameter", b1, "b1", one_allowed=False)
-        require_fraction(owner, "b2 parameter", b2, "b2", one_allowed=False)
-        require_non_negative(owner, "epsilon value", e, "e")
-        require_non_negative(owner, "weight_decay value", weight_decay, "weight_decay")
         defaults = dict(lr=lr, schedule=schedule, warmup=warmup, t_total=t_total, b1=b1, b2=b2,
                         e=e, weight_decay=weight_decay, max_grad_norm=max_grad_norm)
         self.max_grad_norm = max_grad_norm
@@ -143,40 +140,22 @@ class NpuFusedBertAdam(NpuFusedOptimizerBase):
         schedule = SCHEDULES[group["schedule"]]
         return group["lr"] * schedule(step / group["t_total"], group["warmup"])
 
-    def _step_group(self, group: Dict[str, Any]) -> None:
-        params, grads = self._params_with_grads(group)
-        if not params:
-            return
-        exp_avgs, exp_avg_sqs, steps = [], [], []
-        for p in params:
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = new_step_counter()
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            steps.append(state["step"])
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
+    def _step_group(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor]) -> None:
+        state = self._state_lists(params, ADAM_STATE)
         # The schedule is read at the step count before this step (0 first).
-        lrs = [self._scheduled_lr(group, step.item()) for step in steps]
-        torch._foreach_add_(steps, 1)
+        lrs = [self._scheduled_lr(group, step.item()) for step in state["step"]]
+        torch._foreach_add_(state["step"], 1)
 
         b1, b2, e = group["b1"], group["b2"], group["e"]
         weight_decay, max_grad_norm = group["weight_decay"], group["max_grad_norm"]
-        buckets = group_by_device_and_dtype(params, grads, exp_avgs, exp_avg_sqs, lrs)
+        buckets = group_by_device_and_dtype(params, grads, state["exp_avg"], state["exp_avg_sq"], lrs)
         for ps, gs, ms, vs, bucket_lrs in buckets.values():
             if max_grad_norm > 0:
                 norms = torch.stack(torch._foreach_norm(gs, 2, dtype=torch.float32))
                 coefficients = (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
                 torch._foreach_mul_(gs, list(coefficients.unbind()))
-            torch._foreach_mul_(ms, b1)
-            torch._foreach_add_(ms, gs, alpha=1 - b1)
-            torch._foreach_mul_(vs, b2)
-            torch._foreach_addcmul_(vs, gs, gs, value=1 - b2)
-
-            denominators = torch._foreach_sqrt(vs)
-            torch._foreach_add_(denominators, e)
-            updates = torch._foreach_div(ms, denominators)
+            update_moments_(ms, vs, gs, b1, b2)
+            updates = adam_directions(ms, vs, e)
             if weight_decay > 0:
                 torch._foreach_add_(updates, ps, alpha=weight_decay)
             torch._foreach_mul_(updates, bucket_lrs)

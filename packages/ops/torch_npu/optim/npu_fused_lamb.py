@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 from torch.optim.optimizer import ParamsT
 
-from ._tensor_lists import group_by_device_and_dtype, new_step_counter
-from ._validation import require_betas, require_non_negative
+from ._tensor_lists import ADAM_STATE, adam_directions, group_by_device_and_dtype, update_moments_
+from ._validation import BETAS, EPS, LR, WEIGHT_DECAY
 from .npu_fused_optim_base import NpuFusedOptimizerBase
 
 __all__ = ["NpuFusedLamb"]
@@ -54,6 +54,8 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
         ValueError: a hyper-parameter is out of range.
     """
 
+    _hyper_parameter_rules = (LR, BETAS, EPS, WEIGHT_DECAY)
+
     def __init__(
         self,
         params: ParamsT,
@@ -64,11 +66,6 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
         adam: bool = False,
         use_global_grad_norm: bool = False,
     ) -> None:
-        owner = type(self).__name__
-        require_non_negative(owner, "learning rate", lr, "lr")
-        betas = require_betas(owner, betas)
-        require_non_negative(owner, "epsilon value", eps, "eps")
-        require_non_negative(owner, "weight_decay value", weight_decay, "weight_decay")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         self.adam = adam
         self.use_global_grad_norm = use_global_grad_norm
@@ -85,8 +82,8 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
         # The global norm spans every group, so it is taken before any group
         # changes its parameters.
         divisor = self._global_grad_norm_divisor() if self.use_global_grad_norm else None
-        for group in self.param_groups:
-            self._step_group(group, divisor)
+        for group, params, grads in self._groups_with_grads():
+            self._step_group(group, params, grads, divisor)
 
     def _global_grad_norm_divisor(self) -> Optional[Tensor]:
         """max(1, L2 norm of all gradients), as a float32 0-dim tensor; None without gradients."""
@@ -101,36 +98,19 @@ class NpuFusedLamb(NpuFusedOptimizerBase):
         # "if norm > 1" (which would wait for the device).
         return torch.linalg.vector_norm(torch.stack(norms)).clamp(min=1.0)
 
-    def _step_group(self, group: Dict[str, Any], divisor: Optional[Tensor] = None) -> None:
-        params, grads = self._params_with_grads(group)
-        if not params:
-            return
-        exp_avgs, exp_avg_sqs, steps = [], [], []
-        for p in params:
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = new_step_counter()
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            steps.append(state["step"])
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
-        torch._foreach_add_(steps, 1)
+    def _step_group(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor],
+                    divisor: Optional[Tensor] = None) -> None:
+        state = self._state_lists(params, ADAM_STATE)
+        torch._foreach_add_(state["step"], 1)
 
         beta1, beta2 = group["betas"]
         lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
-        buckets = group_by_device_and_dtype(params, grads, exp_avgs, exp_avg_sqs)
+        buckets = group_by_device_and_dtype(params, grads, state["exp_avg"], state["exp_avg_sq"])
         for (device, _), (ps, gs, ms, vs) in buckets.items():
             if divisor is not None:
                 gs = torch._foreach_div(gs, divisor.to(device))
-            torch._foreach_mul_(ms, beta1)
-            torch._foreach_add_(ms, gs, alpha=1 - beta1)
-            torch._foreach_mul_(vs, beta2)
-            torch._foreach_addcmul_(vs, gs, gs, value=1 - beta2)
-
-            denominators = torch._foreach_sqrt(vs)
-            torch._foreach_add_(denominators, eps)
-            updates = torch._foreach_div(ms, denominators)
+            update_moments_(ms, vs, gs, beta1, beta2)
+            updates = adam_directions(ms, vs, eps)
             if weight_decay != 0:
                 torch._foreach_add_(updates, ps, alpha=weight_decay)
 

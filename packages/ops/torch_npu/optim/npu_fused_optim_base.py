@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 from torch.optim.optimizer import Optimizer, ParamsT
 
 from ._combined_tensors import combined_grads, combined_params
-from ._tensor_lists import group_by_device_and_dtype
+from ._tensor_lists import Initialiser, group_by_device_and_dtype
+from ._validation import Rule, check_hyper_parameters
 
 __all__ = ["NpuFusedOptimizerBase"]
 
@@ -29,21 +30,49 @@ class NpuFusedOptimizerBase(Optimizer):
     as for any torch optimizer.
 
     A subclass implements :meth:`_step_group`, which updates the parameters
-    of one param group.
+    of one param group that have gradients, and declares what the base class
+    does for it: :attr:`_hyper_parameter_rules` (the constructor's checks)
+    and :attr:`_options_added_later` (param-group defaults for old pickles).
+    :meth:`_state_lists` creates and gathers its per-parameter state.
 
     Args:
         params: the parameters to optimize, or dicts defining param groups.
         default: the default hyper-parameters of every param group
             (torch.optim.Optimizer's ``defaults``).
+
+    Raises:
+        ValueError: a value of ``default`` breaks one of the subclass's
+            :attr:`_hyper_parameter_rules`.
     """
 
+    #: The checks of the constructor's hyper-parameters, run in this order
+    #: (the first bad value is the one reported, as in torch_npu).
+    _hyper_parameter_rules: ClassVar[Sequence[Rule]] = ()
+
+    #: Param-group options that came after the first release, with the
+    #: value that means the old behaviour: an optimizer pickled before they
+    #: existed gets them on unpickling, as torch.optim does for its options.
+    _options_added_later: ClassVar[Mapping[str, Any]] = {}
+
     def __init__(self, params: ParamsT, default: Dict[str, Any]) -> None:
+        default = self._check_hyper_parameters(default)
         super().__init__(params, default)
         self._combined_params = combined_params()
         self._combined_grads = combined_grads()
 
+    def _check_hyper_parameters(self, default: Dict[str, Any]) -> Dict[str, Any]:
+        """Runs :attr:`_hyper_parameter_rules`; returns ``default`` with normalized values (betas as a tuple).
+
+        A subclass with checks no rule expresses (several values at once)
+        extends this, after the rules, to keep torch_npu's order of checks.
+        """
+        return check_hyper_parameters(type(self).__name__, default, self._hyper_parameter_rules)
+
     def __setstate__(self, state: Dict[str, Any]) -> None:
         super().__setstate__(state)
+        for group in self.param_groups:
+            for name, value in self._options_added_later.items():
+                group.setdefault(name, value)
         # load_state_dict() comes here too: it keeps the flat tensors (they
         # are checked on use); an unpickled or copied optimizer has none yet.
         if not hasattr(self, "_combined_params"):
@@ -80,15 +109,61 @@ class NpuFusedOptimizerBase(Optimizer):
 
     def _step_groups(self) -> None:
         """Updates every param group; an optimizer whose update needs all groups first overrides this."""
-        for group in self.param_groups:
-            self._step_group(group)
+        for group, params, grads in self._groups_with_grads():
+            self._step_group(group, params, grads)
 
-    def _step_group(self, group: Dict[str, Any]) -> None:
-        """Updates the parameters of one param group (``torch.no_grad`` is on)."""
+    def _groups_with_grads(self) -> Iterator[Tuple[Dict[str, Any], List[Tensor], List[Tensor]]]:
+        """Each param group with its parameters that have a gradient and their gradients.
+
+        Groups without any gradient are skipped. A group's lists are made
+        when it comes up, after the groups before it were updated.
+        """
+        for group in self.param_groups:
+            params, grads = self._params_with_grads(group)
+            if params:
+                yield group, params, grads
+
+    def _step_group(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor]) -> None:
+        """Updates ``params`` (those of ``group`` with a gradient, never none) from ``grads``.
+
+        ``torch.no_grad`` is on.
+        """
         raise NotImplementedError(
-            f"{type(self).__name__} must implement _step_group(group), the update of one param group, "
-            "to be used as a subclass of NpuFusedOptimizerBase."
+            f"{type(self).__name__} must implement _step_group(group, params, grads), the update of "
+            "one param group, to be used as a subclass of NpuFusedOptimizerBase."
         )
+
+    def _state_lists(
+        self,
+        params: Sequence[Tensor],
+        initial: Mapping[str, Initialiser],
+        optional: Optional[Mapping[str, Initialiser]] = None,
+    ) -> Dict[str, List[Tensor]]:
+        """The state tensors of ``params`` by name, each list aligned with ``params``; creates them first.
+
+        A parameter without state gets every ``initial`` entry, in that order
+        (the order of its entries in the state dict). ``optional`` holds the
+        entries a group option asks for now (such as ``max_exp_avg_sq`` for
+        ``amsgrad``): each is created when a parameter lacks it, also one that
+        has had state since before the option was turned on.
+
+        Returns:
+            For every name of ``initial`` and ``optional``, the list of that
+            state entry of each parameter.
+        """
+        optional = optional or {}
+        lists: Dict[str, List[Tensor]] = {name: [] for name in (*initial, *optional)}
+        for p in params:
+            state = self.state[p]
+            if len(state) == 0:
+                for name, make in initial.items():
+                    state[name] = make(p)
+            for name, make in optional.items():
+                if name not in state:
+                    state[name] = make(p)
+            for name, values in lists.items():
+                values.append(state[name])
+        return lists
 
     def _check_no_sparse_grads(self) -> None:
         """Raises RuntimeError naming the first parameter with a sparse gradient."""

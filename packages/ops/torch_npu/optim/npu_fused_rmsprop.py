@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
 
-import torch
+from torch import Tensor
 from torch.optim.optimizer import ParamsT
 from torch.optim.rmsprop import rmsprop
 
-from ._tensor_lists import new_step_counter
-from ._validation import require_non_negative
+from ._tensor_lists import Initialiser, new_step_counter, torch_optim_foreach_options, zeros_like_param
+from ._validation import EPS, LR, MOMENTUM, WEIGHT_DECAY, non_negative
 from .npu_fused_optim_base import NpuFusedOptimizerBase
 
 __all__ = ["NpuFusedRMSprop"]
+
+#: The checks of both RMSprop flavours, in torch_npu's order.
+RMSPROP_RULES = (LR, EPS, MOMENTUM, WEIGHT_DECAY, non_negative("alpha", "alpha value"))
+
+
+def rmsprop_optional_state(group: Dict[str, Any]) -> Dict[str, Initialiser]:
+    """The state entries of both RMSprop flavours that only some options need.
+
+    They are made when first needed, also when a group turns its option on
+    after some steps.
+    """
+    optional: Dict[str, Initialiser] = {}
+    if group["momentum"] > 0:
+        optional["momentum_buffer"] = zeros_like_param
+    if group["centered"]:
+        optional["grad_avg"] = zeros_like_param
+    return optional
 
 
 class NpuFusedRMSprop(NpuFusedOptimizerBase):
@@ -38,6 +55,9 @@ class NpuFusedRMSprop(NpuFusedOptimizerBase):
         ValueError: a hyper-parameter is out of range.
     """
 
+    _hyper_parameter_rules = RMSPROP_RULES
+    _options_added_later = {"momentum": 0, "centered": False}
+
     def __init__(
         self,
         params: ParamsT,
@@ -48,60 +68,25 @@ class NpuFusedRMSprop(NpuFusedOptimizerBase):
         momentum: float = 0,
         centered: bool = False,
     ) -> None:
-        owner = type(self).__name__
-        require_non_negative(owner, "learning rate", lr, "lr")
-        require_non_negative(owner, "epsilon value", eps, "eps")
-        require_non_negative(owner, "momentum value", momentum, "momentum")
-        require_non_negative(owner, "weight_decay value", weight_decay, "weight_decay")
-        require_non_negative(owner, "alpha value", alpha, "alpha")
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
                         centered=centered, weight_decay=weight_decay)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-
-    def _step_group(self, group: Dict[str, Any]) -> None:
-        params, grads = self._params_with_grads(group)
-        if not params:
-            return
-        momentum, centered = group["momentum"], group["centered"]
-        square_avgs, grad_avgs, buffers, steps = [], [], [], []
-        for p in params:
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = new_step_counter()
-                state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            # Created when first needed, also when a group turns them on later.
-            if momentum > 0 and "momentum_buffer" not in state:
-                state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            if centered and "grad_avg" not in state:
-                state["grad_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            steps.append(state["step"])
-            square_avgs.append(state["square_avg"])
-            if momentum > 0:
-                buffers.append(state["momentum_buffer"])
-            if centered:
-                grad_avgs.append(state["grad_avg"])
+    def _step_group(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor]) -> None:
+        state = self._state_lists(
+            params, {"step": new_step_counter, "square_avg": zeros_like_param}, rmsprop_optional_state(group))
         rmsprop(
             params,
             grads,
-            square_avgs,
-            grad_avgs,
-            buffers,
-            steps,
-            foreach=True,
-            maximize=False,
-            differentiable=False,
-            capturable=False,
-            has_complex=any(torch.is_complex(p) for p in params),
+            state["square_avg"],
+            state.get("grad_avg", []),
+            state.get("momentum_buffer", []),
+            state["step"],
             lr=group["lr"],
             alpha=group["alpha"],
             eps=group["eps"],
             weight_decay=group["weight_decay"],
-            momentum=momentum,
-            centered=centered,
+            momentum=group["momentum"],
+            centered=group["centered"],
+            **torch_optim_foreach_options(params),
         )

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import torch
+from torch import Tensor
 from torch.optim.optimizer import ParamsT
 
-from ._tensor_lists import group_by_device_and_dtype, new_step_counter
-from ._validation import require_non_negative
+from ._tensor_lists import group_by_device_and_dtype, new_step_counter, ones_like_param
 from .npu_fused_optim_base import NpuFusedOptimizerBase
+from .npu_fused_rmsprop import RMSPROP_RULES, rmsprop_optional_state
 
 __all__ = ["NpuFusedRMSpropTF"]
 
@@ -63,6 +64,9 @@ class NpuFusedRMSpropTF(NpuFusedOptimizerBase):
         ValueError: a hyper-parameter is out of range.
     """
 
+    _hyper_parameter_rules = RMSPROP_RULES
+    _options_added_later = {"momentum": 0, "centered": False, "decoupled_decay": False, "lr_in_momentum": True}
+
     def __init__(
         self,
         params: ParamsT,
@@ -75,51 +79,26 @@ class NpuFusedRMSpropTF(NpuFusedOptimizerBase):
         decoupled_decay: bool = False,
         lr_in_momentum: bool = True,
     ) -> None:
-        owner = type(self).__name__
-        require_non_negative(owner, "learning rate", lr, "lr")
-        require_non_negative(owner, "epsilon value", eps, "eps")
-        require_non_negative(owner, "momentum value", momentum, "momentum")
-        require_non_negative(owner, "weight_decay value", weight_decay, "weight_decay")
-        require_non_negative(owner, "alpha value", alpha, "alpha")
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, decoupled_decay=decoupled_decay,
                         lr_in_momentum=lr_in_momentum)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-            group.setdefault("decoupled_decay", False)
-            group.setdefault("lr_in_momentum", True)
-
-    def _step_group(self, group: Dict[str, Any]) -> None:
-        params, grads = self._params_with_grads(group)
-        if not params:
-            return
+    def _step_group(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor]) -> None:
         momentum, centered = group["momentum"], group["centered"]
-        square_avgs, grad_avgs, buffers, steps = [], [], [], []
-        for p in params:
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = new_step_counter()
-                # TensorFlow starts the average of squared gradients at 1
-                # (PyTorch at 0), which keeps the first steps small.
-                state["square_avg"] = torch.ones_like(p, memory_format=torch.preserve_format)
-            if momentum > 0 and "momentum_buffer" not in state:
-                state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            if centered and "grad_avg" not in state:
-                state["grad_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            steps.append(state["step"])
-            square_avgs.append(state["square_avg"])
-            buffers.append(state.get("momentum_buffer"))
-            grad_avgs.append(state.get("grad_avg"))
-        torch._foreach_add_(steps, 1)
+        # TensorFlow starts the average of squared gradients at 1 (PyTorch
+        # at 0), which keeps the first steps small.
+        state = self._state_lists(
+            params, {"step": new_step_counter, "square_avg": ones_like_param}, rmsprop_optional_state(group))
+        torch._foreach_add_(state["step"], 1)
 
         lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
         one_minus_alpha = 1.0 - group["alpha"]
-        buckets = group_by_device_and_dtype(params, grads, square_avgs, grad_avgs, buffers)
+        # Placeholders keep the lists aligned for the options that are off
+        # (their entries are then never read).
+        unused = [None] * len(params)
+        buckets = group_by_device_and_dtype(
+            params, grads, state["square_avg"], state.get("grad_avg", unused), state.get("momentum_buffer", unused))
         for ps, gs, vs, avgs, bs in buckets.values():
             if weight_decay != 0:
                 if group["decoupled_decay"]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
 
+from torch import Tensor
 from torch.optim.optimizer import ParamsT, required
 from torch.optim.sgd import sgd
 
-from ._validation import require_non_negative
+from ._validation import LR, MOMENTUM, WEIGHT_DECAY
 from .npu_fused_optim_base import NpuFusedOptimizerBase
 
 __all__ = ["NpuFusedSGD"]
@@ -34,6 +35,9 @@ class NpuFusedSGD(NpuFusedOptimizerBase):
         ValueError: a hyper-parameter is out of range.
     """
 
+    _hyper_parameter_rules = (LR, MOMENTUM, WEIGHT_DECAY)
+    _options_added_later = {"nesterov": False}
+
     def __init__(
         self,
         params: ParamsT,
@@ -43,30 +47,22 @@ class NpuFusedSGD(NpuFusedOptimizerBase):
         weight_decay: float = 0.0,
         nesterov: bool = False,
     ) -> None:
-        owner = type(self).__name__
-        if lr is not required:
-            require_non_negative(owner, "learning rate", lr, "lr")
-        require_non_negative(owner, "momentum value", momentum, "momentum")
-        require_non_negative(owner, "weight_decay value", weight_decay, "weight_decay")
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError(
-                f"Nesterov momentum requires a momentum and zero dampening: {owner} got "
-                f"momentum={momentum!r}, dampening={dampening!r}; use momentum > 0 and dampening=0, "
-                "or nesterov=False."
-            )
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
                         weight_decay=weight_decay, nesterov=nesterov)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
+    def _check_hyper_parameters(self, default: Dict[str, Any]) -> Dict[str, Any]:
+        default = super()._check_hyper_parameters(default)
+        momentum, dampening = default["momentum"], default["dampening"]
+        if default["nesterov"] and (momentum <= 0 or dampening != 0):
+            raise ValueError(
+                f"Nesterov momentum requires a momentum and zero dampening: {type(self).__name__} got "
+                f"momentum={momentum!r}, dampening={dampening!r}; use momentum > 0 and dampening=0, "
+                "or nesterov=False."
+            )
+        return default
 
-    def _step_group(self, group: Dict[str, Any]) -> None:
-        params, grads = self._params_with_grads(group)
-        if not params:
-            return
+    def _step_group(self, group: Dict[str, Any], params: List[Tensor], grads: List[Tensor]) -> None:
         momentum = group["momentum"]
         # torch.optim's sgd() creates the buffers it finds missing (None) and
         # hands them back through the list.
