@@ -3,7 +3,8 @@
 This release is the package skeleton of the monorepo: it installs, loads as a
 plugin and pins the torch-npu-core versions it works with. The profiler API
 (``profile``, ``schedule``, ``tensorboard_trace_handler``, ...), dynamic profiling
-and mstx come with the profiler issue (see README.md).
+and mstx come with the profiler issue (see README.md). Memory snapshots render
+as pictures with ``python -m torch_npu.profiler.memory_viz`` (the ``viz`` extra).
 
 Loaded by torch_npu at import through the ``torch_npu.plugins`` entry point.
 """
