@@ -61,6 +61,6 @@ OLDEST_SUPPORTED_CANN = '8.0.0'
 CANN_FEATURES = {
     'virtual_memory': ('8.0.0', 'virtual memory management (aclrtReserveMemAddress, aclrtMallocPhysical, aclrtMapMem and related functions)', 'expandable segments of the caching allocator'),
     'cann_version_query': ('8.1.RC1', 'querying the installed CANN version (aclsysGetCANNVersion)', 'torch.npu version reporting and feature checks on real CANN'),
-    'model_capture': ('8.1.RC1', 'capturing stream work into a model and replaying it (aclmdlRICaptureBegin, aclmdlRICaptureEnd, aclmdlRIExecuteAsync)', 'stream capture in core (c10_npu::capture_begin, NPUGraphsUtils.h); torch.npu.NPUGraph (torch-npu-graph)'),
+    'model_capture': ('8.1.RC1', 'capturing stream work into a model and replaying it (aclmdlRICaptureBegin, aclmdlRICaptureEnd, aclmdlRIExecuteAsync)', 'torch.npu.NPUGraph (torch-npu-graph)'),
     'pinned_memory_expandable_segments': ('8.5.0', 'expandable segments for pinned host memory (host physical memory mapped into a reserved range)', 'pin_memory_expandable_segments of the pinned-memory allocator'),
 }
