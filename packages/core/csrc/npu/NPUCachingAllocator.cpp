@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <deque>
 #include <functional>
 #include <limits>
@@ -16,6 +17,7 @@
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/flat_hash_map.h>
 
+#include "npu/NPUAllocatorConfig.h"
 #include "npu/NPUEvent.h"
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
@@ -140,16 +142,30 @@ BlockPool& PoolPair::for_size(size_t size) {
   return size <= 1048576 ? small : large; // kSmallSize
 }
 
-size_t round_size(size_t size) {
+// `divisions` is roundup_power2_divisions for this size (Note [Allocator
+// settings], NPUAllocatorConfig.h): 0 keeps 512-byte steps; D rounds up to
+// a multiple of 1/D of the power of two at or below the size.
+size_t round_size(size_t size, uint32_t divisions) {
   if (size < kMinBlockSize) {
     return kMinBlockSize;
+  }
+  // Below D * 512 bytes a step would be finer than 512 bytes.
+  if (C10_UNLIKELY(divisions > 0) && size > kMinBlockSize * divisions) {
+    const size_t floor = size_t{1} << (std::bit_width(size) - 1);
+    const size_t step = floor / divisions; // a power of two of at least 512
+    return (size + step - 1) & ~(step - 1);
   }
   return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
 }
 
-size_t segment_size_for(size_t size) {
+// `page_size` (page_size:1g) is the granule of large-pool segments; 0 for
+// the default sizes.
+size_t segment_size_for(size_t size, size_t page_size) {
   if (size <= kSmallSize) {
     return kSmallBuffer;
+  }
+  if (C10_UNLIKELY(page_size != 0)) {
+    return page_size * ((size + page_size - 1) / page_size);
   }
   if (size < kMinLargeAlloc) {
     return kLargeBuffer;
@@ -202,7 +218,16 @@ constexpr size_t kFreeListSlots = 8;
 // The caching allocator of one device. Thread-safe.
 class DeviceCachingAllocator {
  public:
-  explicit DeviceCachingAllocator(c10::DeviceIndex device) : device_(device) {}
+  explicit DeviceCachingAllocator(c10::DeviceIndex device) : device_(device) {
+    apply_settings_locked(AllocatorConfig::settings());
+  }
+
+  // Note [Allocator settings] (NPUAllocatorConfig.h): copied into plain
+  // members, so that no request parses or locks for them.
+  void apply_settings(const AllocatorSettings& settings) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    apply_settings_locked(settings);
+  }
 
   // Returns the address of a block of at least `requested` bytes usable on
   // `stream`: from the private pool a capture on `stream` allocates to, else
@@ -406,7 +431,7 @@ class DeviceCachingAllocator {
     if (C10_UNLIKELY(!outstanding_events_.empty())) {
       process_events(/*wait=*/false);
     }
-    const size_t size = round_size(requested);
+    const size_t size = round_size(requested, divisions_for(requested));
     BlockPool& target = pools.for_size(size);
     Block* block = take_from_free_list(stream, size, target);
     if (C10_UNLIKELY(block == nullptr)) {
@@ -417,6 +442,9 @@ class DeviceCachingAllocator {
     }
     block->allocated = true;
     block->requested_size = requested;
+    if (C10_UNLIKELY(block->size >= max_split_size_)) {
+      stats_.oversize_allocations.increase(1);
+    }
     BlockPool& pool = *block->pool;
     update(stats_.allocation, pool, 1);
     update(stats_.allocated_bytes, pool, static_cast<int64_t>(block->size));
@@ -579,6 +607,9 @@ class DeviceCachingAllocator {
     update(stats_.allocation, pool, -1);
     update(stats_.allocated_bytes, pool, -static_cast<int64_t>(block->size));
     update(stats_.requested_bytes, pool, -static_cast<int64_t>(block->requested_size));
+    if (C10_UNLIKELY(block->size >= max_split_size_)) {
+      stats_.oversize_allocations.decrease(1);
+    }
     report_to_profiler(block->ptr, -static_cast<int64_t>(block->size));
     if (C10_UNLIKELY(record_history_)) {
       // Memory other streams still use is free only once their events
@@ -665,7 +696,7 @@ class DeviceCachingAllocator {
   // the block is larger than its request rounds to (an unsplit large block:
   // no request looks for its size, so parking it would only force flushes).
   bool park_in_free_list(Block* block) {
-    if (block->size != round_size(block->requested_size)) {
+    if (block->size != round_size(block->requested_size, divisions_for(block->requested_size))) {
       return false;
     }
     FreeList* list = find_free_list(block->stream, block->size, block->pool);
@@ -735,20 +766,36 @@ class DeviceCachingAllocator {
     if (it == pool.blocks.end() || (*it)->stream != stream) {
       return nullptr;
     }
+    // max_split_size (CUDA's rule): oversize blocks are never split, so a
+    // smaller request must not take one, and a request of that size takes
+    // one only if it wastes less than kLargeBuffer. The smallest fitting
+    // block is the best any other block of the stream could do.
+    const size_t found = (*it)->size;
+    if (C10_UNLIKELY(found >= max_split_size_) &&
+        (size < max_split_size_ || found >= size + kLargeBuffer)) {
+      return nullptr;
+    }
     Block* block = *it;
     pool_erase(block);
     return block;
   }
 
-  static bool should_split(const Block& block, size_t size) {
+  bool should_split(const Block& block, size_t size) const {
     const size_t remaining = block.size - size;
-    return block.pool->is_small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+    // Requests of max_split_size or more leave their block whole.
+    return block.pool->is_small ? remaining >= kMinBlockSize
+                                : remaining > kSmallSize && size < max_split_size_;
   }
 
   Block* new_segment(BlockPool& pool, aclrtStream stream, size_t size, size_t requested,
                      std::unique_lock<std::mutex>& lock,
                      const std::shared_ptr<c10::GatheredContext>& context) {
-    const size_t segment_size = segment_size_for(size);
+    const size_t segment_size = segment_size_for(size, page_size_);
+    // Not while a capture is underway: draining the device would end it.
+    if (C10_UNLIKELY(gc_threshold_ > 0.0) && allowed_maximum_ != std::numeric_limits<size_t>::max() &&
+        captures_underway_.empty()) {
+      garbage_collect(is_device_work(pool), lock);
+    }
     void* ptr = device_malloc(segment_size);
     if (ptr == nullptr) {
       // Give the cache back to the device and try once more. Device work
@@ -771,6 +818,9 @@ class DeviceCachingAllocator {
       raise_out_of_memory(requested, segment_size, is_device_work(pool), lock);
     }
     ++stats_.num_device_alloc;
+    if (segment_size >= max_split_size_) {
+      stats_.oversize_segments.increase(1);
+    }
     update(stats_.segment, pool, 1);
     update(stats_.reserved_bytes, pool, static_cast<int64_t>(segment_size));
     auto* segment = new Block(device_, stream, segment_size, &pool, ptr);
@@ -952,9 +1002,151 @@ class DeviceCachingAllocator {
         ++stats_.num_device_free;
         update(stats_.segment, *pool, -1);
         update(stats_.reserved_bytes, *pool, -static_cast<int64_t>(block->size));
+        if (block->size >= max_split_size_) {
+          stats_.oversize_segments.decrease(1);
+        }
         delete block;
       }
     }
+  }
+
+  // garbage_collection_threshold (Note [Allocator settings]): called before
+  // a new segment. While more than threshold * allowed maximum is reserved,
+  // frees whole cached segments of the default and device-work pools, least
+  // recently freed first: a block freed long ago is one the program stopped
+  // reusing. As release_cached_blocks, tensor memory is released only after
+  // draining the device, and only if freed before the drain; device work
+  // (which cannot drain the device it runs on) collects only device-work
+  // memory. Private pools belong to their graphs and are left alone.
+  void garbage_collect(bool device_work, std::unique_lock<std::mutex>& lock) {
+    const auto limit = static_cast<size_t>(gc_threshold_ * static_cast<double>(allowed_maximum_));
+    if (reserved() <= limit) {
+      return;
+    }
+    flush_free_lists();
+    const auto whole = [](const BlockPool& pool) {
+      return std::any_of(pool.blocks.begin(), pool.blocks.end(), [](const Block* b) { return !b->is_split(); });
+    };
+    const bool tensor_memory = !device_work && (whole(default_blocks_.large) || whole(default_blocks_.small));
+    if (!tensor_memory && !whole(device_work_blocks_.large) && !whole(device_work_blocks_.small)) {
+      return; // nothing to free: spare the drain
+    }
+    const uint64_t drain_began = free_clock_;
+    if (tensor_memory) {
+      lock.unlock();
+      ensure_device_context(device_);
+      const aclError err = acl::api().aclrtSynchronizeDevice();
+      lock.lock();
+      NPU_CHECK(err);
+      ++stats_.num_sync_all_streams;
+      process_events(/*wait=*/false);
+      flush_free_lists();
+    }
+    // The free times of the releasable segments, oldest first, up to the
+    // one that brings reserved memory to the limit: release_segments then
+    // frees exactly those.
+    std::vector<std::pair<uint64_t, size_t>> candidates; // (freed_at, size)
+    const auto collect = [&](const PoolPair& pair, bool any_time) {
+      for (const BlockPool* pool : {&pair.large, &pair.small}) {
+        for (const Block* b : pool->blocks) {
+          if (!b->is_split() && (any_time || b->freed_at <= drain_began)) {
+            candidates.emplace_back(b->freed_at, b->size);
+          }
+        }
+      }
+    };
+    collect(device_work_blocks_, true);
+    if (tensor_memory) {
+      collect(default_blocks_, false);
+    }
+    std::sort(candidates.begin(), candidates.end());
+    uint64_t cutoff = 0;
+    size_t remaining = reserved();
+    for (const auto& [freed_at, size] : candidates) {
+      if (remaining <= limit) {
+        break;
+      }
+      cutoff = freed_at;
+      remaining -= size;
+    }
+    release_segments(device_work_blocks_, [cutoff](const Block& b) { return b.freed_at <= cutoff; });
+    if (tensor_memory) {
+      release_segments(default_blocks_, [cutoff, drain_began](const Block& b) {
+        return b.freed_at <= cutoff && b.freed_at <= drain_began;
+      });
+    }
+  }
+
+  void apply_settings_locked(const AllocatorSettings& settings) {
+    // torch_npu: with page_size set, its segment size is the only rule.
+    const size_t max_split = settings.page_size != 0 ? AllocatorSettings::kUnlimited : settings.max_split_size;
+    divisions_ = settings.roundup_power2_divisions;
+    gc_threshold_ = settings.garbage_collection_threshold;
+    page_size_ = settings.page_size;
+    if (max_split != max_split_size_) {
+      max_split_size_ = max_split;
+      recount_oversize();
+    }
+    // As CUDA's: the largest block that may be split, -1 if any.
+    stats_.max_split_size = static_cast<int64_t>(max_split_size_);
+  }
+
+  // roundup_power2_divisions for a request of `size` bytes.
+  uint32_t divisions_for(size_t size) const {
+    return size == 0 ? 0 : divisions_[static_cast<size_t>(std::bit_width(size)) - 1];
+  }
+
+  // After max_split_size changed: the oversize counts under the new limit,
+  // so that frees counted against it balance. Walks every segment once.
+  void recount_oversize() {
+    std::set<Block*> heads;
+    const auto add = [&heads](Block* b) {
+      while (b->prev != nullptr) {
+        b = b->prev;
+      }
+      heads.insert(b);
+    };
+    int64_t allocations = 0;
+    for (const auto& entry : allocated_blocks_) {
+      add(entry.second);
+      allocations += entry.second->size >= max_split_size_ ? 1 : 0;
+    }
+    for (const auto& entry : outstanding_events_) {
+      add(entry.second);
+    }
+    for (const FreeList& list : free_lists_) {
+      for (int i = 0; i < list.count; ++i) {
+        add(list.blocks[i]);
+      }
+    }
+    std::vector<PoolPair*> pairs = {&default_blocks_, &device_work_blocks_};
+    for (auto& entry : private_pools_) {
+      pairs.push_back(&entry.second->blocks);
+    }
+    for (PoolPair* pair : pairs) {
+      for (BlockPool* pool : {&pair->large, &pair->small}) {
+        for (Block* b : pool->blocks) {
+          add(b);
+        }
+      }
+    }
+    int64_t segments = 0;
+    for (Block* head : heads) {
+      size_t size = 0;
+      for (Block* b = head; b != nullptr; b = b->next) {
+        size += b->size;
+      }
+      segments += size >= max_split_size_ ? 1 : 0;
+    }
+    const auto set_current = [](Stat& stat, int64_t value) {
+      if (value > stat.current) {
+        stat.increase(static_cast<size_t>(value - stat.current));
+      } else if (value < stat.current) {
+        stat.decrease(static_cast<size_t>(stat.current - value));
+      }
+    };
+    set_current(stats_.oversize_allocations, allocations);
+    set_current(stats_.oversize_segments, segments);
   }
 
   const c10::DeviceIndex device_;
@@ -981,6 +1173,11 @@ class DeviceCachingAllocator {
   ska::flat_hash_map<void*, Block*> allocated_blocks_;
   double fraction_ = 1.0;
   size_t allowed_maximum_ = std::numeric_limits<size_t>::max();
+  // Note [Allocator settings], as apply_settings_locked copies them.
+  AllocatorSettings::Divisions divisions_{};
+  size_t max_split_size_ = AllocatorSettings::kUnlimited;
+  double gc_threshold_ = 0.0;
+  size_t page_size_ = 0;
 };
 
 void delete_device_ptr(void* ptr);
@@ -1105,6 +1302,18 @@ class NPUAllocatorImpl final : public NPUAllocator {
 
   DeviceCachingAllocator& for_device(c10::DeviceIndex device) {
     return device_allocator(device);
+  }
+
+  // Settings changed at run time reach the allocators created already;
+  // later ones read them when created. create_mutex_ orders the two.
+  void apply_settings(const std::string& config) {
+    std::lock_guard<std::mutex> lock(create_mutex_);
+    const AllocatorSettings settings = AllocatorConfig::update(config);
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+      if (auto* allocator = existing(d)) {
+        allocator->apply_settings(settings);
+      }
+    }
   }
 
   void set_memory_fraction(double fraction, c10::DeviceIndex device) override {
@@ -1250,6 +1459,10 @@ SnapshotInfo snapshot() {
     g_allocator->for_device(d).snapshot(&info.segments, &info.device_traces.back());
   }
   return info;
+}
+
+void setAllocatorSettings(const std::string& config) {
+  g_allocator->apply_settings(config);
 }
 
 c10::MempoolId_t graph_pool_handle() {

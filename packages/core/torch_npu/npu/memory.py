@@ -290,3 +290,32 @@ def caching_allocator_alloc(size: int, device: _DeviceLike = None, stream: Any =
 def caching_allocator_delete(mem_ptr: int) -> None:
     """Frees memory from :func:`caching_allocator_alloc`."""
     _C._npu_caching_allocator_delete(int(mem_ptr))
+
+
+def _set_allocator_settings(settings: str) -> None:
+    """Changes the caching allocator's settings at run time.
+
+    ``settings`` has the form of ``PYTORCH_NPU_ALLOC_CONF``: comma-separated
+    ``key:value`` entries (``expandable_segments``, ``max_split_size_mb``,
+    ``garbage_collection_threshold``, ``roundup_power2_divisions``,
+    ``base_addr_aligned_kb``, ``page_size``), parsed over the current
+    settings, so keys it does not name keep their values. The allocators of
+    every device take the new settings for their next requests; memory
+    already cached stays where it is. An unknown key or a bad value raises
+    RuntimeError naming the key and what it accepts, and changes nothing.
+    ``expandable_segments:True`` is accepted but not used yet (it warns
+    once).
+
+    Example: ``torch.npu.memory._set_allocator_settings("expandable_segments:True")``.
+    """
+    if not isinstance(settings, str):
+        raise TypeError(f"_set_allocator_settings takes a str, got {type(settings).__name__}")
+    _C._npu_set_allocator_settings(settings)
+
+
+def _get_allocator_settings() -> dict[str, Any]:
+    """The caching allocator's current settings as plain values: sizes in
+    bytes (``None`` when unlimited or unset) and
+    ``roundup_power2_divisions`` as a list indexed by the bit length of a
+    request's size minus one (0: plain 512-byte rounding)."""
+    return dict(_C._npu_allocator_settings())

@@ -1,0 +1,47 @@
+#include "python/Memory.h"
+
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include <torch/csrc/Exceptions.h>
+
+#include "npu/NPUAllocatorConfig.h"
+
+namespace py = pybind11;
+
+namespace c10_npu::python {
+namespace {
+
+using NPUCachingAllocator::AllocatorSettings;
+
+// Plain values, so that tests can compare them: sizes in bytes (None when
+// unlimited or unset) and the divisions per size bit.
+py::dict settings_dict(const AllocatorSettings& s) {
+  py::dict d;
+  d["expandable_segments"] = s.expandable_segments;
+  d["max_split_size"] = s.max_split_size == AllocatorSettings::kUnlimited ? py::object(py::none())
+                                                                          : py::int_(s.max_split_size);
+  d["garbage_collection_threshold"] = s.garbage_collection_threshold;
+  d["roundup_power2_divisions"] = std::vector<uint32_t>(s.roundup_power2_divisions.begin(),
+                                                        s.roundup_power2_divisions.end());
+  d["base_addr_aligned_kb"] = s.base_addr_aligned_kb;
+  d["page_size"] = s.page_size == 0 ? py::object(py::none()) : py::int_(s.page_size);
+  return d;
+}
+
+} // namespace
+
+void bind_memory(py::module_& m) {
+  // Wrapped so that the one-time warning of expandable_segments:True
+  // reaches Python's warnings module instead of stderr.
+  m.def("_npu_set_allocator_settings", torch::wrap_pybind_function_no_gil(&NPUCachingAllocator::setAllocatorSettings));
+  m.def("_npu_allocator_settings", [] { return settings_dict(NPUCachingAllocator::AllocatorConfig::settings()); });
+  // Parses over the defaults and changes nothing: what a configuration
+  // string would give.
+  m.def("_npu_parse_allocator_settings", [](const std::string& config) {
+    return settings_dict(NPUCachingAllocator::AllocatorConfig::parse(config, AllocatorSettings(), "allocator settings"));
+  });
+}
+
+} // namespace c10_npu::python
