@@ -249,28 +249,18 @@ class DeviceCachingAllocator {
   // accepts come from the pool `id` (created, or its use count raised).
   void begin_allocate_to_pool(c10::MempoolId_t id, std::function<bool(aclrtStream)> filter) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, created] = private_pools_.try_emplace(id);
-    if (created) {
-      it->second = std::make_unique<PrivatePool>();
-    } else {
-      ++it->second->use_count;
-    }
     for (const auto& capture : captures_underway_) {
       TORCH_CHECK(capture.first != id, "beginAllocateToPool: pool (", id.first, ", ", id.second,
                   ") is already being allocated to on npu:", static_cast<int>(device_));
     }
+    create_or_incref_pool_locked(id);
     captures_underway_.emplace_back(id, std::move(filter));
   }
 
   // Creates pool `id` or adds a use of it (a MemPool object holds one).
   void create_or_incref_pool(c10::MempoolId_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, created] = private_pools_.try_emplace(id);
-    if (created) {
-      it->second = std::make_unique<PrivatePool>();
-    } else {
-      ++it->second->use_count;
-    }
+    create_or_incref_pool_locked(id);
   }
 
   void end_allocate_to_pool(c10::MempoolId_t id) {
@@ -412,6 +402,15 @@ class DeviceCachingAllocator {
     }
     trace_[trace_next_] = std::move(entry);
     trace_next_ = (trace_next_ + 1) % trace_.size();
+  }
+
+  void create_or_incref_pool_locked(c10::MempoolId_t id) {
+    auto [it, created] = private_pools_.try_emplace(id);
+    if (created) {
+      it->second = std::make_unique<PrivatePool>();
+    } else {
+      ++it->second->use_count;
+    }
   }
 
   // Where tensor memory for `stream` comes from (Note [Private pools]).
