@@ -97,11 +97,11 @@ def test_an_out_of_memory_error_writes_a_snapshot(python_subprocess, tmp_path):
         try:
             torch.empty(1 << 30, dtype=torch.uint8, device="npu")
         except torch.OutOfMemoryError as e:
-            print("OOM", "NPU out of memory" in str(e))
+            print("OOM", "NPU out of memory" in str(e), "max_split_size_mb" in str(e))
         """,
         env={"OOM_SNAPSHOT_ENABLE": "1", "OOM_SNAPSHOT_PATH": str(tmp_path), "NPU_SIM_DEVICE_MEMORY": "128MiB"},
     )
-    assert "OOM True" in proc.stdout, proc.stderr
+    assert "OOM True True" in proc.stdout, proc.stderr
     files = list(tmp_path.glob("oom_snapshot_*.pickle"))
     assert len(files) == 1 and "memory snapshot written to" in proc.stderr
     with open(files[0], "rb") as f:

@@ -881,7 +881,9 @@ class DeviceCachingAllocator {
         " is allocated by PyTorch and ", format_size(reserved_now - allocated),
         " is reserved by PyTorch but unallocated (", format_size(reserved_now),
         " reserved in total). Free tensors you no longer need, call "
-        "torch.npu.empty_cache(), or reduce the batch size.");
+        "torch.npu.empty_cache(), or reduce the batch size. If reserved but unallocated memory "
+        "is large, set PYTORCH_NPU_ALLOC_CONF=max_split_size_mb:<MiB> (e.g. 128) to limit "
+        "fragmentation (see Note [Allocator settings], NPUAllocatorConfig.h).");
   }
 
   // Ends the activity of a block that is not parked: merges it with its
