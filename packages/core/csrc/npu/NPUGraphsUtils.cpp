@@ -27,10 +27,26 @@ const acl::AclApi& capture_api() {
 } // namespace
 
 bool is_capture_supported() {
-  const auto& api = acl::api();
-  return api.aclmdlRICaptureBegin != nullptr && api.aclmdlRICaptureGetInfo != nullptr &&
-      api.aclmdlRICaptureEnd != nullptr && api.aclmdlRIExecuteAsync != nullptr &&
-      api.aclmdlRIDestroy != nullptr;
+  // The functions may exist and still be refused by the release (the
+  // simulator emulating a CANN older than 8.1.RC1): ask once.
+  static const bool supported = [] {
+    const auto& api = acl::api();
+    if (api.aclmdlRICaptureBegin == nullptr || api.aclmdlRICaptureGetInfo == nullptr ||
+        api.aclmdlRICaptureEnd == nullptr || api.aclmdlRIExecuteAsync == nullptr ||
+        api.aclmdlRIDestroy == nullptr) {
+      return false;
+    }
+    const NPUStream stream = getCurrentNPUStream();
+    ensure_device_context(stream.device_index());
+    aclmdlRICaptureStatus status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
+    aclmdlRI model = nullptr;
+    const aclError err = api.aclmdlRICaptureGetInfo(stream.stream(), &status, &model);
+    if (err != ACL_SUCCESS) {
+      api.aclGetRecentErrMsg(); // consumed: the answer is "no"
+    }
+    return err == ACL_SUCCESS;
+  }();
+  return supported;
 }
 
 CaptureStatus stream_capture_status(const NPUStream& stream) {
