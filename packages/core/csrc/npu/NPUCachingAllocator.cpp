@@ -956,15 +956,7 @@ class DeviceCachingAllocator {
   // used by work queued after it began: they stay cached. Called and returns
   // with `lock` held.
   void release_cached_blocks(std::unique_lock<std::mutex>& lock, PoolPair* only = nullptr) {
-    const uint64_t drain_began = free_clock_;
-    lock.unlock();
-    ensure_device_context(device_);
-    const aclError err = acl::api().aclrtSynchronizeDevice();
-    lock.lock();
-    NPU_CHECK(err);
-    ++stats_.num_sync_all_streams;
-    process_events(/*wait=*/false); // those recorded before the drain are done
-    flush_free_lists();
+    const uint64_t drain_began = drain_device(lock);
     const auto freed_before_drain = [drain_began](const Block& b) { return b.freed_at <= drain_began; };
     if (only != nullptr) {
       release_segments(*only, freed_before_drain);
@@ -983,6 +975,24 @@ class DeviceCachingAllocator {
       const bool empty = pool.live_blocks == 0 && pool.blocks.large.blocks.empty() && pool.blocks.small.blocks.empty();
       it = empty ? private_pools_.erase(it) : std::next(it);
     }
+  }
+
+  // Waits for all work queued on the device, without the lock (device work
+  // running meanwhile may need it: Note [Device-work memory]), then settles
+  // the events and free lists. Returns the free clock when the drain began:
+  // blocks freed after it may still be used by work queued after it. Called
+  // and returns with `lock` held.
+  uint64_t drain_device(std::unique_lock<std::mutex>& lock) {
+    const uint64_t drain_began = free_clock_;
+    lock.unlock();
+    ensure_device_context(device_);
+    const aclError err = acl::api().aclrtSynchronizeDevice();
+    lock.lock();
+    NPU_CHECK(err);
+    ++stats_.num_sync_all_streams;
+    process_events(/*wait=*/false); // those recorded before the drain are done
+    flush_free_lists();
+    return drain_began;
   }
 
   // Returns the whole cached segments of `pools` that `releasable` accepts.
@@ -1032,17 +1042,7 @@ class DeviceCachingAllocator {
     if (!tensor_memory && !whole(device_work_blocks_.large) && !whole(device_work_blocks_.small)) {
       return; // nothing to free: spare the drain
     }
-    const uint64_t drain_began = free_clock_;
-    if (tensor_memory) {
-      lock.unlock();
-      ensure_device_context(device_);
-      const aclError err = acl::api().aclrtSynchronizeDevice();
-      lock.lock();
-      NPU_CHECK(err);
-      ++stats_.num_sync_all_streams;
-      process_events(/*wait=*/false);
-      flush_free_lists();
-    }
+    const uint64_t drain_began = tensor_memory ? drain_device(lock) : free_clock_;
     // The free times of the releasable segments, oldest first, up to the
     // one that brings reserved memory to the limit: release_segments then
     // frees exactly those.

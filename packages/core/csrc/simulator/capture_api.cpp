@@ -115,7 +115,7 @@ aclError modelExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
                 "%s: stream %p is capturing; the simulator does not capture a model's replay", api,
                 stream);
   }
-  return model->execute(s, api);
+  return model->execute(s);
 }
 
 aclError modelDestroy(aclmdlRI modelRI) {

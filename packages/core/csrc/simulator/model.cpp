@@ -117,7 +117,7 @@ void Model::endCapture() {
   }
 }
 
-aclError Model::execute(Stream* stream, const char* api) {
+aclError Model::execute(Stream* stream) {
   std::lock_guard lock(mutex_);
   if (aclError err = stream->ensureWorker(); err != ACL_SUCCESS) {
     return err;
@@ -155,7 +155,6 @@ aclError Model::execute(Stream* stream, const char* api) {
     stream->retain();
     replays_.emplace_back(stream, last);
   }
-  (void)api;
   return ACL_SUCCESS;
 }
 

@@ -82,7 +82,7 @@ class Model {
   void endCapture();
 
   // ---- replay ----
-  aclError execute(Stream* stream, const char* api);
+  aclError execute(Stream* stream);
 
  private:
   struct CapturedRecord {
