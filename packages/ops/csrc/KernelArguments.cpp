@@ -40,6 +40,28 @@ bool is_generator_argument(const c10::Argument& argument) {
        type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType);
 }
 
+// The CPU generator of a random kernel captured into a graph (Note [Random
+// numbers in captured graphs], core's NPUGenerator.h): never used itself;
+// each run of the work item clones it (as_stack), and the clone is seeded
+// from the seed and base offset of the replay that runs, plus the kernel's
+// offset within the graph.
+class ReplaySeededCPUGenerator final : public at::CPUGeneratorImpl {
+ public:
+  ReplaySeededCPUGenerator(
+      std::shared_ptr<const c10_npu::NPUGeneratorState::ReplayBase> replay_base, uint64_t offset_in_graph)
+      : replay_base_(std::move(replay_base)), offset_in_graph_(offset_in_graph) {}
+
+ private:
+  at::CPUGeneratorImpl* clone_impl() const override {
+    const uint64_t seed = replay_base_->seed.load(std::memory_order_relaxed);
+    const uint64_t base = replay_base_->offset.load(std::memory_order_relaxed);
+    return new at::CPUGeneratorImpl(mix_seed(seed, base + offset_in_graph_));
+  }
+
+  std::shared_ptr<const c10_npu::NPUGeneratorState::ReplayBase> replay_base_;
+  uint64_t offset_in_graph_;
+};
+
 // The CPU generator the kernel gets for generator argument `arg` (None: the
 // device's default npu generator): seeded from a slice of the npu
 // generator's counter space as large as the call's `numel` elements, which
@@ -52,21 +74,18 @@ at::Generator cpu_generator(
   TORCH_CHECK(
       npu_generator.device().is_privateuseone(), "Expected a generator of device 'npu' for ",
       schema.name(), ", got one of ", npu_generator.device());
-  // A replay would draw the numbers this launch reserves, the same at every
-  // replay, where CUDA graphs draw new ones: refused until graphs give
-  // random work a generator offset per replay (Note [Stream capture]).
-  TORCH_CHECK(
-      c10_npu::stream_capture_status(c10_npu::getCurrentNPUStream(device.index())) ==
-          c10_npu::CaptureStatus::None,
-      schema.name(), ": random ops cannot be captured into an NPU graph yet (each replay would "
-      "repeat the capture's random numbers); run them outside the capture.");
+  const bool capturing =
+      c10_npu::stream_capture_status(c10_npu::getCurrentNPUStream(device.index())) != c10_npu::CaptureStatus::None;
   auto* impl = npu_generator.get<c10_npu::NPUGeneratorImpl>();
-  std::pair<uint64_t, uint64_t> inputs;
+  c10_npu::PhiloxInputs inputs;
   {
     std::lock_guard<std::mutex> lock(npu_generator.mutex());
-    inputs = impl->philox_engine_inputs(static_cast<uint64_t>(std::max<int64_t>(numel, 1)));
+    inputs = impl->philox_inputs(static_cast<uint64_t>(std::max<int64_t>(numel, 1)), capturing);
   }
-  return at::detail::createCPUGenerator(mix_seed(inputs.first, inputs.second));
+  if (inputs.replay_base != nullptr) {
+    return at::make_generator<ReplaySeededCPUGenerator>(std::move(inputs.replay_base), inputs.offset);
+  }
+  return at::detail::createCPUGenerator(mix_seed(inputs.seed, inputs.offset));
 }
 
 } // namespace

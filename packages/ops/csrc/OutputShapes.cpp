@@ -14,6 +14,7 @@
 
 #include "IValueTensors.h"
 #include "SparseTensors.h"
+#include "npu/NPUGraphsUtils.h"
 
 namespace torch_npu_ops {
 namespace {
@@ -240,8 +241,10 @@ std::shared_ptr<const OutputSpec> infer_outputs(const TranslatedOp& target, cons
   }
   // Note [Python meta kernels and the first op]. Only the meta kernel knows
   // a view's geometry: views wait for the imports (the synchronous path
-  // would copy them).
-  if (!meta_kernels_ready() && !returns_a_view(target.caller_schema)) {
+  // would copy them). So does work captured into a graph, which cannot run
+  // synchronously (Note [Stream capture]).
+  if (!meta_kernels_ready() && !returns_a_view(target.caller_schema) &&
+      c10_npu::current_stream_capture_status() == c10_npu::CaptureStatus::None) {
     return nullptr;
   }
   auto spec = run_meta(target, args);

@@ -3,7 +3,8 @@ NPUGraphsUtils.h, through torch_npu._C's capture bindings; torch.npu.NPUGraph
 comes with the graph package): fast-path kernels and the generic executor's
 asynchronous kernels replay with the inputs' values at each replay, into
 memory of a private pool; what needs the host to wait (data-dependent
-output sizes) or would replay wrongly (random numbers) is refused."""
+output sizes), or random ops with a generator the capture did not register,
+is refused."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def test_in_place_work_accumulates_over_replays():
     graph.close()
 
 
-def test_data_dependent_and_random_ops_are_refused():
+def test_data_dependent_ops_and_unregistered_generators_are_refused():
     x = torch.randn(10).npu()
     graph = Capture()
     with pytest.raises(RuntimeError, match="ACL_ERROR_RT_STREAM_CAPTURED|invalidated"):
@@ -91,7 +92,10 @@ def test_data_dependent_and_random_ops_are_refused():
             torch.nonzero(x)
     graph.close()
     graph = Capture()
-    with pytest.raises(RuntimeError, match="random ops cannot be captured"):
+    # This bare capture registers no generator (torch.npu.NPUGraph registers
+    # the device's default one): a random op says what to do.
+    with pytest.raises(RuntimeError, match="register_generator_state"):
         with graph:
             torch.rand(3, device="npu")
     graph.close()
+    torch.rand(3, device="npu")  # the generator is usable again

@@ -117,7 +117,9 @@
     (stream, modelRI))                                                         \
   X(aclError, aclmdlRIExecuteAsync, (aclmdlRI modelRI, aclrtStream stream),    \
     (modelRI, stream))                                                         \
-  X(aclError, aclmdlRIDestroy, (aclmdlRI modelRI), (modelRI))
+  X(aclError, aclmdlRIDestroy, (aclmdlRI modelRI), (modelRI))                  \
+  X(aclError, aclmdlRIDebugJsonPrint,                                          \
+    (aclmdlRI modelRI, const char* path, uint32_t flags), (modelRI, path, flags))
 
 #ifdef __cplusplus
 extern "C" {

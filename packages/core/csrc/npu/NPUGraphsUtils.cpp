@@ -66,6 +66,22 @@ CaptureStatus stream_capture_status(const NPUStream& stream) {
   return static_cast<CaptureStatus>(status);
 }
 
+aclmdlRI stream_capture_model(aclrtStream stream) {
+  const auto& api = acl::api();
+  if (api.aclmdlRICaptureGetInfo == nullptr) {
+    return nullptr;
+  }
+  aclmdlRICaptureStatus status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
+  aclmdlRI model = nullptr;
+  const aclError err = api.aclmdlRICaptureGetInfo(stream, &status, &model);
+  if (err == ACL_ERROR_RT_FEATURE_NOT_SUPPORT) {
+    api.aclGetRecentErrMsg();
+    return nullptr;
+  }
+  NPU_CHECK(err);
+  return status == ACL_MODEL_RI_CAPTURE_STATUS_NONE ? nullptr : model;
+}
+
 CaptureStatus current_stream_capture_status() {
   return stream_capture_status(getCurrentNPUStream());
 }
@@ -91,6 +107,14 @@ void model_execute(aclmdlRI model, const NPUStream& stream) {
   if (launch_blocking()) {
     stream.synchronize();
   }
+}
+
+void model_debug_dump(aclmdlRI model, const std::string& path) {
+  const auto& api = capture_api();
+  TORCH_CHECK(
+      api.aclmdlRIDebugJsonPrint != nullptr, "debug_dump needs aclmdlRIDebugJsonPrint, which the "
+      "loaded runtime (", acl::backend_info().library, ") lacks.");
+  NPU_CHECK(api.aclmdlRIDebugJsonPrint(model, path.c_str(), 0));
 }
 
 void model_destroy(aclmdlRI model) {

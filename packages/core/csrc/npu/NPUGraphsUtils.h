@@ -14,8 +14,13 @@
 //   capturing stream or its device (torch.npu.synchronize, .item(), .cpu(),
 //   an op whose output size depends on data, empty_cache) raises, and the
 //   capture is invalidated (capture_end then raises too), as with CUDA.
+// - other streams join the capture by waiting for an event recorded in it
+//   (stream.wait_stream(capturing_stream)), and must join back before
+//   capture_end (capturing_stream.wait_stream(stream)), as with CUDA.
 // Capture needs CANN 8.1.RC1 or later (the simulator emulates it there).
 #pragma once
+
+#include <string>
 
 #include "cann/acl_types.h"
 #include "npu/Macros.h"
@@ -44,6 +49,11 @@ TORCH_NPU_API bool is_capture_supported();
 // None when the runtime cannot capture.
 TORCH_NPU_API CaptureStatus stream_capture_status(const NPUStream& stream);
 TORCH_NPU_API CaptureStatus current_stream_capture_status();
+// The model `stream` captures into (the capture's identity, shared by the
+// streams that joined it), or null when it does not capture. Makes no
+// allocation (callable from an allocator's pool filter); the caller has the
+// stream's device current.
+TORCH_NPU_API aclmdlRI stream_capture_model(aclrtStream stream);
 
 // The runtime's capture calls; each raises a c10::Error saying what went
 // wrong (and which CANN release capture needs, where it is missing).
@@ -51,5 +61,8 @@ TORCH_NPU_API void capture_begin(const NPUStream& stream, CaptureMode mode = Cap
 TORCH_NPU_API aclmdlRI capture_end(const NPUStream& stream);
 TORCH_NPU_API void model_execute(aclmdlRI model, const NPUStream& stream);
 TORCH_NPU_API void model_destroy(aclmdlRI model);
+// Writes a description of the model to `path` as JSON
+// (aclmdlRIDebugJsonPrint).
+TORCH_NPU_API void model_debug_dump(aclmdlRI model, const std::string& path);
 
 } // namespace c10_npu

@@ -97,6 +97,10 @@ NPU_SIM_EXPORT aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI* modelRI
   return guarded("aclmdlRICaptureEnd", [&] { return impl::captureEnd(stream, modelRI); });
 }
 
+NPU_SIM_EXPORT aclError aclmdlRIDebugJsonPrint(aclmdlRI modelRI, const char* path, uint32_t flags) {
+  return guarded("aclmdlRIDebugJsonPrint", [&] { return impl::modelDebugJsonPrint(modelRI, path, flags); });
+}
+
 NPU_SIM_EXPORT aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
   return guarded("aclmdlRIExecuteAsync", [&] { return impl::modelExecuteAsync(modelRI, stream); });
 }

@@ -80,6 +80,7 @@ aclError captureBegin(aclrtStream stream, aclmdlRICaptureMode mode);
 aclError captureGetInfo(aclrtStream stream, aclmdlRICaptureStatus* status, aclmdlRI* modelRI);
 aclError captureEnd(aclrtStream stream, aclmdlRI* modelRI);
 aclError modelExecuteAsync(aclmdlRI modelRI, aclrtStream stream);
+aclError modelDebugJsonPrint(aclmdlRI modelRI, const char* path, uint32_t flags);
 aclError modelDestroy(aclmdlRI modelRI);
 
 } // namespace npu_sim::impl

@@ -1,4 +1,7 @@
 // aclmdlRICapture*, aclmdlRIExecuteAsync and aclmdlRIDestroy (model.h).
+#include <cstdio>
+#include <string>
+
 #include "api_impl.h"
 #include "errors.h"
 #include "feature_gates.h"
@@ -86,15 +89,21 @@ aclError captureEnd(aclrtStream stream, aclmdlRI* modelRI) {
   if (model == nullptr) {
     return fail(ACL_ERROR_RT_STREAM_NOT_CAPTURED, "%s: stream %p is not capturing", api, stream);
   }
+  if (model->origin() != s) {
+    return fail(ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED,
+                "%s: stream %p joined the capture begun on stream %p; end the capture there", api,
+                stream, static_cast<void*>(model->origin()));
+  }
   s->setCapture(nullptr);
   unregisterCapture(model);
   model->endCapture();
   *modelRI = nullptr;
   if (model->invalidated()) {
     const std::string why = model->invalidatedBecause();
+    const aclError code = model->unjoinedError() != ACL_SUCCESS ? model->unjoinedError()
+                                                                : ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
     delete model;
-    return fail(ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED, "%s: the capture was invalidated: %s", api,
-                why.c_str());
+    return fail(code, "%s: the capture was invalidated: %s", api, why.c_str());
   }
   *modelRI = model->handle();
   return ACL_SUCCESS;
@@ -116,6 +125,33 @@ aclError modelExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
                 stream);
   }
   return model->execute(s);
+}
+
+aclError modelDebugJsonPrint(aclmdlRI modelRI, const char* path, uint32_t flags) {
+  const char* api = "aclmdlRIDebugJsonPrint";
+  if (aclError err = Runtime::get().check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = requireFeature(Feature::kModelCapture, api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Model* model = nullptr;
+  if (aclError err = modelOrFail(modelRI, api, &model); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (path == nullptr || path[0] == '\0') {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: path is empty", api);
+  }
+  const std::string json = model->debugJson();
+  FILE* file = std::fopen(path, "w");
+  if (file == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: cannot open %s for writing", api, path);
+  }
+  const bool written = std::fwrite(json.data(), 1, json.size(), file) == json.size();
+  if (std::fclose(file) != 0 || !written) {
+    return fail(ACL_ERROR_RT_FAILURE, "%s: writing %s failed", api, path);
+  }
+  return ACL_SUCCESS;
 }
 
 aclError modelDestroy(aclmdlRI modelRI) {

@@ -5,7 +5,9 @@
 #include <unordered_set>
 
 #include "errors.h"
+#include "device.h"
 #include "event.h"
+#include "runtime.h"
 #include "stream.h"
 #include "util.h"
 
@@ -22,6 +24,7 @@ std::unordered_set<const Model*> g_models; // behind g_models_mutex
 
 Model::Model(Stream* origin, aclmdlRICaptureMode mode) : origin_(origin), mode_(mode) {
   origin_->retain();
+  lanes_.push_back(origin_);
   std::lock_guard lock(g_models_mutex);
   g_models.insert(this);
 }
@@ -35,6 +38,15 @@ Model::~Model() {
     stream->waitFor(last);
     stream->release();
   }
+  // Reaching a replay's end on the replay stream covers its other lanes
+  // (every lane joined back), so these are idle.
+  for (Stream* s : lane_streams_) {
+    if (s != nullptr) {
+      Runtime::get().device(s->device()).removeStream(s);
+      s->destroy();
+      s->release();
+    }
+  }
   for (Item& item : items_) {
     std::visit(
         [](auto& w) {
@@ -47,7 +59,14 @@ Model::~Model() {
             w.event->release();
           }
         },
-        item);
+        item.work);
+  }
+  if (capturing_) {
+    // Destroyed without aclmdlRICaptureEnd (the runtime is finalising).
+    for (size_t lane = 1; lane < lanes_.size(); ++lane) {
+      lanes_[lane]->setCapture(nullptr);
+      lanes_[lane]->release();
+    }
   }
   origin_->release();
 }
@@ -58,35 +77,67 @@ Model* Model::fromHandle(aclmdlRI handle) {
   return g_models.count(model) != 0 ? model : nullptr;
 }
 
-void Model::append(const WorkItem& item) {
+uint32_t Model::laneLocked(const Stream* stream) const {
+  for (size_t lane = 0; lane < lanes_.size(); ++lane) {
+    if (lanes_[lane] == stream) {
+      return static_cast<uint32_t>(lane);
+    }
+  }
+  return 0; // not reached: only capturing streams append
+}
+
+bool Model::captures(const Stream* stream) {
   std::lock_guard lock(mutex_);
+  return capturing_ && std::find(lanes_.begin(), lanes_.end(), stream) != lanes_.end();
+}
+
+aclError Model::join(Stream* stream, const char* api) {
+  std::lock_guard lock(mutex_);
+  if (stream->device() != origin_->device()) {
+    invalidated_because_ = strFormat(
+        "%s: stream %p of device %u waits for an event recorded in a capture on device %u; a "
+        "model captures the streams of one device",
+        api, static_cast<void*>(stream), stream->device(), origin_->device());
+    invalidated_.store(true, std::memory_order_release);
+    return fail(ACL_ERROR_RT_CAPTURE_DEPENDENCY, "%s", invalidated_because_.c_str());
+  }
+  stream->retain(); // released at the end of the capture
+  lanes_.push_back(stream);
+  stream->setCapture(this);
+  return ACL_SUCCESS;
+}
+
+void Model::append(Stream* stream, const WorkItem& item) {
+  std::lock_guard lock(mutex_);
+  const uint32_t lane = laneLocked(stream);
   std::visit(
-      [this](const auto& w) {
+      [&](const auto& w) {
         using W = std::decay_t<decltype(w)>;
         if constexpr (std::is_same_v<W, CopyWork> || std::is_same_v<W, MemsetWork> ||
                       std::is_same_v<W, UserWork>) {
-          items_.emplace_back(w);
+          items_.push_back(Item{lane, w});
         }
         // Records and waits come through appendRecord and appendWait.
       },
       item);
 }
 
-void Model::appendRecord(Event* event) {
+void Model::appendRecord(Stream* stream, Event* event) {
   std::lock_guard lock(mutex_);
   event->retain(); // released with the model
   const size_t slot = slots_++;
   last_record_slot_[event] = slot;
-  items_.emplace_back(CapturedRecord{event, slot});
+  record_item_.push_back(items_.size());
+  items_.push_back(Item{laneLocked(stream), CapturedRecord{event, slot}});
   event->setCapturedBy(this);
 }
 
-aclError Model::appendWait(Event* event, const char* api) {
+aclError Model::appendWait(Stream* stream, Event* event, const char* api) {
   std::lock_guard lock(mutex_);
   auto it = last_record_slot_.find(event);
   if (it != last_record_slot_.end() && event->capturedBy() == this) {
     event->retain();
-    items_.emplace_back(CapturedWait{event, it->second});
+    items_.push_back(Item{laneLocked(stream), CapturedWait{event, it->second}});
     return ACL_SUCCESS;
   }
   const uint64_t generation = event->latest();
@@ -94,8 +145,9 @@ aclError Model::appendWait(Event* event, const char* api) {
     return ACL_SUCCESS; // nothing to wait for, at capture or at any replay
   }
   invalidated_because_ = std::string(api) +
-      ": the capturing stream waits for an event recorded outside the capture (a dependency "
-      "on work that replays would not repeat; the simulator does not capture across streams yet)";
+      ": a capturing stream waits for an event recorded outside the capture and not complete yet "
+      "(a dependency on work that replays would not repeat); record the event inside the "
+      "capture, or synchronise before the capture begins";
   invalidated_.store(true, std::memory_order_release);
   return fail(ACL_ERROR_RT_CAPTURE_DEPENDENCY, "%s", invalidated_because_.c_str());
 }
@@ -108,13 +160,91 @@ void Model::invalidate(const std::string& why) {
   }
 }
 
+bool Model::allJoinedLocked() const {
+  if (lanes_.size() == 1) {
+    return true;
+  }
+  // Walk back from lane 0's last item through the lanes' orders and the
+  // captured waits' records; every lane's last item must be reached.
+  std::vector<size_t> last_of_lane(lanes_.size(), SIZE_MAX);
+  std::vector<size_t> previous(items_.size(), SIZE_MAX); // previous item of the same lane
+  for (size_t i = 0; i < items_.size(); ++i) {
+    const uint32_t lane = items_[i].lane;
+    previous[i] = last_of_lane[lane];
+    last_of_lane[lane] = i;
+  }
+  if (last_of_lane[0] == SIZE_MAX) {
+    return false;
+  }
+  std::vector<bool> reached(items_.size(), false);
+  std::vector<size_t> todo{last_of_lane[0]};
+  reached[last_of_lane[0]] = true;
+  const auto visit = [&](size_t i) {
+    if (i != SIZE_MAX && !reached[i]) {
+      reached[i] = true;
+      todo.push_back(i);
+    }
+  };
+  while (!todo.empty()) {
+    const size_t i = todo.back();
+    todo.pop_back();
+    visit(previous[i]);
+    if (const auto* wait = std::get_if<CapturedWait>(&items_[i].work)) {
+      visit(record_item_[wait->slot]);
+    }
+  }
+  for (size_t lane = 1; lane < lanes_.size(); ++lane) {
+    if (last_of_lane[lane] != SIZE_MAX && !reached[last_of_lane[lane]]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void Model::endCapture() {
   std::lock_guard lock(mutex_);
+  capturing_ = false;
   for (auto& [event, slot] : last_record_slot_) {
     if (event->capturedBy() == this) {
       event->setCapturedBy(nullptr);
     }
   }
+  if (!allJoinedLocked()) {
+    unjoined_ = true;
+    if (!invalidated_.load(std::memory_order_relaxed)) {
+      invalidated_because_ =
+          "a stream that joined the capture (by waiting for an event recorded in it) did not join "
+          "back: make the capturing stream wait for the last work of every such stream (e.g. "
+          "capturing_stream.wait_stream(side_stream)) before ending the capture";
+      invalidated_.store(true, std::memory_order_release);
+    }
+  }
+  for (size_t lane = 1; lane < lanes_.size(); ++lane) {
+    lanes_[lane]->setCapture(nullptr);
+    lanes_[lane]->release();
+  }
+  lanes_.resize(1);
+}
+
+aclError Model::ensureLaneStreamsLocked() {
+  const size_t lanes = lane_streams_.size();
+  if (lanes != 0) {
+    return ACL_SUCCESS;
+  }
+  uint32_t count = 1;
+  for (const Item& item : items_) {
+    count = std::max(count, item.lane + 1);
+  }
+  lane_streams_.assign(count, nullptr); // lane 0 replays on the caller's stream
+  for (uint32_t lane = 1; lane < count; ++lane) {
+    auto* s = new Stream(origin_->device(), 0, 0, /*is_default=*/false);
+    Runtime::get().device(origin_->device()).addStream(s);
+    lane_streams_[lane] = s;
+    if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
+      return err;
+    }
+  }
+  return ACL_SUCCESS;
 }
 
 aclError Model::execute(Stream* stream) {
@@ -122,40 +252,94 @@ aclError Model::execute(Stream* stream) {
   if (aclError err = stream->ensureWorker(); err != ACL_SUCCESS) {
     return err;
   }
+  if (aclError err = ensureLaneStreamsLocked(); err != ACL_SUCCESS) {
+    return err;
+  }
   // This replay's generation of each captured record.
   std::vector<uint64_t> generations(slots_, 0);
   uint64_t last = 0;
   for (Item& item : items_) {
+    Stream* on = item.lane == 0 ? stream : lane_streams_[item.lane];
+    uint64_t number = 0;
     std::visit(
         [&](auto& w) {
           using W = std::decay_t<decltype(w)>;
           if constexpr (std::is_same_v<W, CopyWork> || std::is_same_v<W, MemsetWork>) {
-            last = stream->enqueue(w);
+            number = on->enqueue(w);
           } else if constexpr (std::is_same_v<W, UserWork>) {
             // The model keeps the work: no release after this run, and no
             // launcher waits for it.
             npuSimWork work = w.work;
             work.release = nullptr;
             work.flags &= ~NPU_SIM_WORK_AWAITED;
-            last = stream->enqueue(UserWork{work, nextWorkId()});
+            number = on->enqueue(UserWork{work, nextWorkId()});
           } else if constexpr (std::is_same_v<W, CapturedRecord>) {
             const uint64_t generation = w.event->beginRecord();
             w.event->retain(); // dropped by the worker after the record
-            last = stream->enqueue(RecordWork{w.event, generation});
-            w.event->noteRecorder(generation, stream, last);
+            number = on->enqueue(RecordWork{w.event, generation});
+            w.event->noteRecorder(generation, on, number);
             generations[w.slot] = generation;
           } else if constexpr (std::is_same_v<W, CapturedWait>) {
             w.event->retain(); // dropped by the worker after the wait
-            last = stream->enqueue(WaitWork{w.event, generations[w.slot]});
+            number = on->enqueue(WaitWork{w.event, generations[w.slot]});
           }
         },
-        item);
+        item.work);
+    if (item.lane == 0) {
+      last = number;
+    }
   }
   if (last != 0) {
     stream->retain();
     replays_.emplace_back(stream, last);
   }
   return ACL_SUCCESS;
+}
+
+std::string Model::debugJson() {
+  std::lock_guard lock(mutex_);
+  const auto quoted = [](const char* text) {
+    std::string out = "\"";
+    for (const char* c = text != nullptr ? text : ""; *c != '\0'; ++c) {
+      if (*c == '"' || *c == '\\') {
+        out += '\\';
+      }
+      out += static_cast<unsigned char>(*c) < 0x20 ? ' ' : *c;
+    }
+    return out + "\"";
+  };
+  uint32_t lanes = 1;
+  for (const Item& item : items_) {
+    lanes = std::max(lanes, item.lane + 1);
+  }
+  std::string json = strFormat(
+      "{\n  \"model\": \"%p\",\n  \"device\": %u,\n  \"capture_mode\": %d,\n  \"lanes\": %u,\n"
+      "  \"replays\": %zu,\n  \"items\": [",
+      static_cast<void*>(this), origin_->device(), static_cast<int>(mode_), lanes, replays_.size());
+  for (size_t i = 0; i < items_.size(); ++i) {
+    const Item& item = items_[i];
+    std::string entry = std::visit(
+        [&](const auto& w) -> std::string {
+          using W = std::decay_t<decltype(w)>;
+          if constexpr (std::is_same_v<W, CopyWork>) {
+            return strFormat("\"kind\": \"memcpy\", \"bytes\": %zu", w.count);
+          } else if constexpr (std::is_same_v<W, MemsetWork>) {
+            return strFormat("\"kind\": \"memset\", \"bytes\": %zu, \"value\": %d", w.count, w.value);
+          } else if constexpr (std::is_same_v<W, UserWork>) {
+            return "\"kind\": \"kernel\", \"name\": " + quoted(w.work.name);
+          } else if constexpr (std::is_same_v<W, CapturedRecord>) {
+            return strFormat("\"kind\": \"event_record\", \"event\": \"%p\", \"record\": %zu",
+                             static_cast<void*>(w.event), w.slot);
+          } else {
+            return strFormat("\"kind\": \"event_wait\", \"event\": \"%p\", \"record\": %zu",
+                             static_cast<void*>(w.event), w.slot);
+          }
+        },
+        item.work);
+    json += strFormat("%s\n    {\"index\": %zu, \"lane\": %u, ", i == 0 ? "" : ",", i, item.lane) + entry + "}";
+  }
+  json += "\n  ]\n}\n";
+  return json;
 }
 
 namespace {

@@ -4,8 +4,8 @@
 // Between aclmdlRICaptureBegin and aclmdlRICaptureEnd, work enqueued on the
 // capturing stream (host-function work, copies, memsets, event records and
 // waits) is appended to the stream's model instead of running. Replaying
-// enqueues the captured items on a stream, in capture order, as if they had
-// just been launched there:
+// enqueues the captured items in capture order, as if they had just been
+// launched:
 //
 // - host-function work runs again with its context (Note [Device work items
 //   run many times], core's NPUWork.h); the model releases it when it is
@@ -22,10 +22,21 @@
 // host waiting for device results would replay nothing of the sort.
 // aclmdlRICaptureEnd then fails with ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED.
 //
-// Not simulated yet: one stream captures into a model; a capture that
-// waits for an event recorded outside it, or another stream that waits for
-// an event recorded inside it (CUDA's cross-stream capture), fails with
-// ACL_ERROR_RT_CAPTURE_DEPENDENCY.
+// Several streams capture into one model as with CUDA's fork and join: a
+// stream that waits for an event recorded in a capture joins it (a "lane"
+// of the model; the capturing stream is lane 0), and its work is captured
+// from then on, after that wait. aclmdlRICaptureEnd, on the stream that
+// began the capture, requires every joined stream to have joined back: the
+// last item of each lane must be ordered before the end of lane 0 by
+// events (else ACL_ERROR_RT_STREAM_UNJOINED, and the capture is
+// invalidated); the joined streams then stop capturing. A replay runs
+// lane 0 on the replay stream and each other lane on a stream the model
+// owns, with the captured records and waits between them, so a replay is
+// complete when the replay stream reaches its end.
+//
+// A capture that waits for an event recorded outside it and not yet
+// complete fails with ACL_ERROR_RT_CAPTURE_DEPENDENCY: replays would not
+// repeat that dependency.
 #pragma once
 
 #include <atomic>
@@ -58,13 +69,17 @@ class Model {
     return this;
   }
 
-  // ---- capture (the capturing stream's producers) ----
-  // Takes host-function work (owned from now on), copies and memsets.
-  void append(const WorkItem& item);
-  void appendRecord(Event* event);
+  // ---- capture (the capturing streams' producers) ----
+  // `stream` joins the capture (it waits for an event recorded in it):
+  // ACL_ERROR_RT_CAPTURE_DEPENDENCY if it is on another device.
+  aclError join(Stream* stream, const char* api);
+  // Each takes the capturing (or joined) stream that enqueues. Host-function
+  // work is owned from now on; copies and memsets are copied.
+  void append(Stream* stream, const WorkItem& item);
+  void appendRecord(Stream* stream, Event* event);
   // ACL_SUCCESS, or ACL_ERROR_RT_CAPTURE_DEPENDENCY (and the model is
   // invalidated) when `event`'s pending record is not part of the capture.
-  aclError appendWait(Event* event, const char* api);
+  aclError appendWait(Stream* stream, Event* event, const char* api);
   void invalidate(const std::string& why);
   bool invalidated() const {
     return invalidated_.load(std::memory_order_acquire);
@@ -78,11 +93,22 @@ class Model {
   Stream* origin() const {
     return origin_;
   }
-  // Capture ended: the events recorded in it are ordinary events again.
+  // Capture ended: the joined streams stop capturing, the events recorded
+  // in it are ordinary events again, and the model is invalidated if a
+  // joined stream did not join back (ACL_ERROR_RT_STREAM_UNJOINED, which
+  // unjoinedError() then returns; ACL_SUCCESS otherwise).
   void endCapture();
+  aclError unjoinedError() const {
+    return unjoined_ ? ACL_ERROR_RT_STREAM_UNJOINED : ACL_SUCCESS;
+  }
+  // Whether `stream` is part of this capture (lane 0 or joined).
+  bool captures(const Stream* stream);
 
   // ---- replay ----
   aclError execute(Stream* stream);
+
+  // aclmdlRIDebugJsonPrint: the model's lanes and items as JSON.
+  std::string debugJson();
 
  private:
   struct CapturedRecord {
@@ -93,14 +119,31 @@ class Model {
     Event* event;
     size_t slot; // the captured record it waits for
   };
-  using Item = std::variant<CopyWork, MemsetWork, UserWork, CapturedRecord, CapturedWait>;
+  using Work = std::variant<CopyWork, MemsetWork, UserWork, CapturedRecord, CapturedWait>;
+  struct Item {
+    uint32_t lane; // the stream it was captured on (lanes_)
+    Work work;
+  };
+
+  uint32_t laneLocked(const Stream* stream) const;
+  // True when every lane's last item is ordered before lane 0's last item.
+  bool allJoinedLocked() const;
+  // The streams replaying lanes 1.. (created at the first replay).
+  aclError ensureLaneStreamsLocked();
 
   Stream* const origin_;
   const aclmdlRICaptureMode mode_;
   std::mutex mutex_; // capture appends may come from several threads
   std::vector<Item> items_;
+  // The capturing streams: lanes_[0] is origin_, the others joined (and are
+  // retained while the capture lasts).
+  std::vector<Stream*> lanes_;
+  std::vector<Stream*> lane_streams_; // the model's own, for lanes 1..
   std::unordered_map<Event*, size_t> last_record_slot_;
+  std::vector<size_t> record_item_; // the item of each record slot
   size_t slots_ = 0;
+  bool capturing_ = true;
+  bool unjoined_ = false;
   std::atomic<bool> invalidated_{false};
   std::string invalidated_because_;
   // The last item of each replay, waited for before the work is released.

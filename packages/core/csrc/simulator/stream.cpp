@@ -161,7 +161,7 @@ void setCorrelation(Work& work, uint64_t id) {
 
 uint64_t Stream::enqueue(const WorkItem& item) {
   if (Model* model = capture_.load(std::memory_order_acquire); __builtin_expect(model != nullptr, 0)) {
-    model->append(item);
+    model->append(this, item);
     return 0;
   }
   uint64_t number;

@@ -151,12 +151,15 @@ aclError streamWaitEvent(aclrtStream stream, aclrtEvent event) {
   }
   // Capture (model.h): the wait becomes part of the model.
   if (Model* model = s->capture()) {
-    return model->appendWait(e, api);
+    return model->appendWait(s, e, api);
   }
+  // A stream that waits for an event recorded in a capture joins it (CUDA's
+  // fork into a capture): its work is captured from now on.
   if (Model* model = e->capturedBy()) {
-    return refuseDuringCapture(
-        model, api, "making another stream wait for an event recorded in the capture (the "
-        "simulator does not capture across streams yet)", ACL_ERROR_RT_CAPTURE_DEPENDENCY);
+    if (aclError err = model->join(s, api); err != ACL_SUCCESS) {
+      return err;
+    }
+    return model->appendWait(s, e, api);
   }
   // The latest record at call time. Never recorded, or already reached:
   // nothing later on `s` can start before it, so no wait is queued.
@@ -281,7 +284,7 @@ aclError recordEvent(aclrtEvent event, aclrtStream stream) {
     return err;
   }
   if (Model* model = s->capture()) {
-    model->appendRecord(e); // a generation at each replay (model.h)
+    model->appendRecord(s, e); // a generation at each replay (model.h)
     return ACL_SUCCESS;
   }
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
