@@ -155,7 +155,9 @@ class graph:
         capture_error_mode: as :meth:`NPUGraph.capture_begin`.
 
     Before capturing, the device is synchronised and unused cached memory is
-    released, so that the capture's pool can take it.
+    released, so that the capture's pool can take it. If the body raises, the
+    capture is ended and discarded (the graph holds nothing to replay) and
+    the body's error propagates.
     """
 
     default_capture_stream: Optional[torch.Stream] = None
@@ -191,11 +193,13 @@ class graph:
                 self.npu_graph.capture_end()
             else:
                 # The body failed: end the capture so that the stream is usable
-                # again, and let the body's error (the cause) propagate.
+                # again, drop what was captured (a replay of part of the body
+                # would be silently wrong), and let the body's error propagate.
                 try:
                     self.npu_graph.capture_end()
                 except RuntimeError:
                     pass
+                self.npu_graph.reset()
         finally:
             self._stream_context.__exit__(exc_type, exc, tb)
 
