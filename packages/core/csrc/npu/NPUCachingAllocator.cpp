@@ -268,6 +268,12 @@ class DeviceCachingAllocator {
     for (auto it = captures_underway_.begin(); it != captures_underway_.end(); ++it) {
       if (it->first == id) {
         captures_underway_.erase(it);
+        if (captures_underway_.empty()) {
+          for (Block* block : frees_deferred_until_no_capture_) {
+            insert_events(block);
+          }
+          frees_deferred_until_no_capture_.clear();
+        }
         return;
       }
     }
@@ -427,7 +433,7 @@ class DeviceCachingAllocator {
 
   void* malloc_locked(size_t requested, aclrtStream stream, PoolPair& pools,
                       std::unique_lock<std::mutex>& lock, std::shared_ptr<c10::GatheredContext> context) {
-    if (C10_UNLIKELY(!outstanding_events_.empty())) {
+    if (C10_UNLIKELY(!outstanding_events_.empty()) && captures_underway_.empty()) {
       process_events(/*wait=*/false);
     }
     const size_t size = round_size(requested, divisions_for(requested));
@@ -620,14 +626,15 @@ class DeviceCachingAllocator {
     }
     if (C10_UNLIKELY(!block->stream_uses.empty())) {
       // Other streams may still use the memory: cache it only once events
-      // recorded on them now have completed.
-      for (const auto& stream : block->stream_uses) {
-        NPUEvent event;
-        event.record(NPUStream(stream));
-        ++block->event_count;
-        outstanding_events_.emplace_back(std::move(event), block);
+      // recorded on them now have completed. During a capture those streams
+      // may capture too, where an event recorded now would complete only at
+      // a replay and could not be queried: the events are recorded when the
+      // last capture ends (Note [Frees during a capture]).
+      if (C10_UNLIKELY(!captures_underway_.empty())) {
+        frees_deferred_until_no_capture_.push_back(block);
+        return;
       }
-      block->stream_uses.clear();
+      insert_events(block);
       return;
     }
     if (C10_LIKELY(park_in_free_list(block))) {
@@ -927,6 +934,16 @@ class DeviceCachingAllocator {
     delete src;
   }
 
+  void insert_events(Block* block) {
+    for (const auto& stream : block->stream_uses) {
+      NPUEvent event;
+      event.record(NPUStream(stream));
+      ++block->event_count;
+      outstanding_events_.emplace_back(std::move(event), block);
+    }
+    block->stream_uses.clear();
+  }
+
   void process_events(bool wait) {
     for (auto it = outstanding_events_.begin(); it != outstanding_events_.end();) {
       if (wait) {
@@ -1166,6 +1183,10 @@ class DeviceCachingAllocator {
   // Note [Private pools]: by id, and the allocations underway to them.
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
   std::vector<std::pair<c10::MempoolId_t, std::function<bool(aclrtStream)>>> captures_underway_;
+  // Note [Frees during a capture]: blocks freed while a capture was underway
+  // and used by other streams; their events are recorded when no capture
+  // is underway any more (end_allocate_to_pool).
+  std::vector<Block*> frees_deferred_until_no_capture_;
   std::deque<std::pair<NPUEvent, Block*>> outstanding_events_;
   std::array<FreeList, kFreeListSlots> free_lists_{};
   uint64_t free_list_clock_ = 0; // orders the lists' last uses

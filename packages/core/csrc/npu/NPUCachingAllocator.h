@@ -34,6 +34,15 @@
 // free. The pool's id is the graph's or MemPool's (graph_pool_handle); two
 // graphs share memory by sharing an id. Ids are device-local.
 //
+// Note [Frees during a capture]
+// A block freed while it is used by other streams (record_stream, a
+// collective's communicator stream) is cached only once events recorded on
+// those streams complete. While a capture is underway those streams may be
+// capturing, and an event recorded there would complete only at a replay:
+// querying it would invalidate the capture. So such frees are deferred:
+// their events are recorded, and the blocks become reusable, when no
+// capture is underway any more; the allocator queries no event meanwhile.
+//
 // Segments come from the runtime's malloc in one place (device_malloc), which
 // expandable segments (growing one reserved virtual range with the runtime's
 // virtual-memory functions) would replace without touching the block logic.

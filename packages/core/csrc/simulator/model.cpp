@@ -165,13 +165,21 @@ bool Model::allJoinedLocked() const {
     return true;
   }
   // Walk back from lane 0's last item through the lanes' orders and the
-  // captured waits' records; every lane's last item must be reached.
+  // captured waits' records; every lane's last piece of work must be
+  // reached. Records and waits after it are no work (as in a CUDA graph,
+  // where they are no nodes): a future's completion event recorded on a
+  // communicator stream after the collective need not be waited for.
   std::vector<size_t> last_of_lane(lanes_.size(), SIZE_MAX);
+  std::vector<size_t> last_work_of_lane(lanes_.size(), SIZE_MAX);
   std::vector<size_t> previous(items_.size(), SIZE_MAX); // previous item of the same lane
   for (size_t i = 0; i < items_.size(); ++i) {
     const uint32_t lane = items_[i].lane;
     previous[i] = last_of_lane[lane];
     last_of_lane[lane] = i;
+    const auto& work = items_[i].work;
+    if (!std::holds_alternative<CapturedRecord>(work) && !std::holds_alternative<CapturedWait>(work)) {
+      last_work_of_lane[lane] = i;
+    }
   }
   if (last_of_lane[0] == SIZE_MAX) {
     return false;
@@ -194,7 +202,7 @@ bool Model::allJoinedLocked() const {
     }
   }
   for (size_t lane = 1; lane < lanes_.size(); ++lane) {
-    if (last_of_lane[lane] != SIZE_MAX && !reached[last_of_lane[lane]]) {
+    if (last_work_of_lane[lane] != SIZE_MAX && !reached[last_work_of_lane[lane]]) {
       return false;
     }
   }

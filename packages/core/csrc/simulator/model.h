@@ -27,12 +27,12 @@
 // of the model; the capturing stream is lane 0), and its work is captured
 // from then on, after that wait. aclmdlRICaptureEnd, on the stream that
 // began the capture, requires every joined stream to have joined back: the
-// last item of each lane must be ordered before the end of lane 0 by
-// events (else ACL_ERROR_RT_STREAM_UNJOINED, and the capture is
-// invalidated); the joined streams then stop capturing. A replay runs
-// lane 0 on the replay stream and each other lane on a stream the model
-// owns, with the captured records and waits between them, so a replay is
-// complete when the replay stream reaches its end.
+// last work (kernel, copy, memset) of each lane must be ordered before the
+// end of lane 0 by events (else ACL_ERROR_RT_STREAM_UNJOINED, and the
+// capture is invalidated); the joined streams then stop capturing. A
+// replay runs lane 0 on the replay stream and each other lane on a stream
+// the model owns, with the captured records and waits between them, so a
+// replay's work is complete when the replay stream reaches its end.
 //
 // A capture that waits for an event recorded outside it and not yet
 // complete fails with ACL_ERROR_RT_CAPTURE_DEPENDENCY: replays would not
@@ -126,7 +126,7 @@ class Model {
   };
 
   uint32_t laneLocked(const Stream* stream) const;
-  // True when every lane's last item is ordered before lane 0's last item.
+  // True when every lane's last work is ordered before lane 0's last item.
   bool allJoinedLocked() const;
   // The streams replaying lanes 1.. (created at the first replay).
   aclError ensureLaneStreamsLocked();
