@@ -429,3 +429,50 @@ def test_npugraphs_backend_trains_like_eager_and_recaptures_per_shape(monkeypatc
     # batch 5 replays the batch-of-6 ones.
     assert len(replays) == 8
     assert len({id(g) for g in replays}) == 4
+
+
+def test_work_on_a_stream_outside_the_capture_may_not_use_its_memory():
+    x = torch.ones(4, device="npu")
+    g = torch.npu.NPUGraph()
+    other = torch.npu.Stream()
+    with pytest.raises(RuntimeError, match="graph capture underway allocated"):
+        with torch.npu.graph(g):
+            y = x * 2
+            with torch.npu.stream(other):
+                y + 1  # `other` did not join: y holds nothing before a replay
+    with pytest.raises(RuntimeError, match="graph capture underway allocated"):
+        with torch.npu.graph(g):
+            y = x * 2
+            with torch.npu.stream(other):
+                torch.cumsum(y, 0)  # the generic executor checks too
+    # Joined, the same work is part of the graph.
+    with torch.npu.graph(g):
+        y = x * 2
+        other.wait_stream(torch.npu.current_stream())
+        with torch.npu.stream(other):
+            z = y + 1
+        torch.npu.current_stream().wait_stream(other)
+    g.replay()
+    assert torch.equal(z.cpu(), torch.full((4,), 3.0))
+    # After the capture, its memory is the graph's outputs, usable anywhere.
+    with torch.npu.stream(other):
+        w = z * 2
+    torch.npu.current_stream().wait_stream(other)
+    assert torch.equal(w.cpu(), torch.full((4,), 6.0))
+
+
+def test_a_mem_pool_is_not_a_capture():
+    pool = torch.npu.MemPool()
+    other = torch.npu.Stream()
+    g = torch.npu.NPUGraph()
+    x = torch.ones(3, device="npu")
+    with torch.npu.use_mem_pool(pool):
+        t = torch.full((3,), 4.0, device="npu")
+    with torch.npu.graph(g):
+        y = x + 1
+        with torch.npu.stream(other):
+            u = t * 2  # memory of a MemPool, not of the capture: allowed
+    torch.npu.synchronize()
+    assert torch.equal(u.cpu(), torch.full((3,), 8.0))
+    g.replay()
+    assert torch.equal(y.cpu(), torch.full((3,), 2.0))

@@ -12,6 +12,7 @@
 
 #include "AsyncKernelWork.h"
 #include "CallVerification.h"
+#include "CaptureChecks.h"
 #include "CpuAliases.h"
 #include "DeviceChecks.h"
 #include "ExecutionCounters.h"
@@ -168,6 +169,13 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   const c10::Device device = checked_op_device(op.schema(), args);
   const c10_npu::NPUGuard guard(device);
   const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device.index());
+  if (C10_UNLIKELY(c10_npu::captures_underway())) {
+    std::vector<at::Tensor> tensors;
+    for (const IValue& arg : args) {
+      for_each_tensor(arg, [&](const at::Tensor& t) { tensors.push_back(t); });
+    }
+    check_use_beside_capture(op.schema().name().c_str(), stream, tensors);
+  }
   const ExecutionPlan plan = plan_execution(op, args);
   if (plan.synchronous()) {
     run_sync(plan.target, args, device, stream, stack);

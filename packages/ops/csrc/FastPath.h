@@ -36,6 +36,7 @@
 #include <torch/library.h>
 
 #include "CallVerification.h"
+#include "CaptureChecks.h"
 #include "DeviceArgument.h"
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
@@ -266,6 +267,11 @@ uint64_t call_signature(const char* name, const T&... args) {
 template <typename Fn, typename... T>
 void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args) {
   using Work = DeviceWork<Fn, Captured<T>...>;
+  if (C10_UNLIKELY(c10_npu::captures_underway())) {
+    std::vector<at::Tensor> tensors;
+    for_each_tensor_argument([&](const at::Tensor& t) { tensors.push_back(t); }, args...);
+    check_use_beside_capture(name, stream, tensors);
+  }
   const uint64_t signature = call_signature(name, args...);
   std::shared_ptr<CallVerification> verification = verification_for(signature);
   // An exception from the work becomes the device-work error of `name`,

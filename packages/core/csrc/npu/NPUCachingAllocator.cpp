@@ -90,6 +90,9 @@ struct PrivatePool {
   int use_count = 1;
   // Blocks of the pool in use (allocated, or freed but waiting for events).
   int64_t live_blocks = 0;
+  // Non-zero while a graph capture allocates to the pool: the capture's
+  // serial, given to the blocks it allocates (Block::capture_serial).
+  uint64_t capture_serial = 0;
 };
 
 struct Block {
@@ -114,6 +117,9 @@ struct Block {
   Block* next = nullptr;
   int event_count = 0; // outstanding events of other streams' uses
   std::vector<c10::Stream> stream_uses; // streams other than `stream`
+  // The serial of the graph capture that allocated the block, while it was
+  // underway (PrivatePool::capture_serial); 0 otherwise.
+  uint64_t capture_serial = 0;
   // When the block (or a block merged into it) was last freed, on the
   // allocator's free clock: releasing the cache after draining the device
   // releases only blocks freed before the drain began.
@@ -255,6 +261,24 @@ class DeviceCachingAllocator {
     }
     create_or_incref_pool_locked(id);
     captures_underway_.emplace_back(id, std::move(filter));
+    if (id.first == 0) { // a graph's pool, not a MemPool's (graph_pool_handle)
+      private_pools_.at(id)->capture_serial = ++capture_serials_;
+    }
+  }
+
+  // Whether `ptr` is a block that a graph capture still underway allocated.
+  bool allocated_by_capture_underway(const void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (captures_underway_.empty()) {
+      return false;
+    }
+    auto it = allocated_blocks_.find(const_cast<void*>(ptr));
+    if (it == allocated_blocks_.end()) {
+      return false;
+    }
+    const Block* block = it->second;
+    const PrivatePool* owner = block->pool->owner;
+    return block->capture_serial != 0 && owner != nullptr && owner->capture_serial == block->capture_serial;
   }
 
   // Creates pool `id` or adds a use of it (a MemPool object holds one).
@@ -268,6 +292,9 @@ class DeviceCachingAllocator {
     for (auto it = captures_underway_.begin(); it != captures_underway_.end(); ++it) {
       if (it->first == id) {
         captures_underway_.erase(it);
+        if (auto pool = private_pools_.find(id); pool != private_pools_.end()) {
+          pool->second->capture_serial = 0;
+        }
         if (captures_underway_.empty()) {
           for (Block* block : frees_deferred_until_no_capture_) {
             insert_events(block);
@@ -442,8 +469,10 @@ class DeviceCachingAllocator {
     if (C10_UNLIKELY(block == nullptr)) {
       block = take_from_pool(stream, size, requested, target, lock, context);
     }
+    block->capture_serial = 0;
     if (C10_UNLIKELY(target.owner != nullptr)) {
       ++target.owner->live_blocks;
+      block->capture_serial = target.owner->capture_serial;
     }
     block->allocated = true;
     block->requested_size = requested;
@@ -1187,6 +1216,7 @@ class DeviceCachingAllocator {
   // and used by other streams; their events are recorded when no capture
   // is underway any more (end_allocate_to_pool).
   std::vector<Block*> frees_deferred_until_no_capture_;
+  uint64_t capture_serials_ = 0;
   std::deque<std::pair<NPUEvent, Block*>> outstanding_events_;
   std::array<FreeList, kFreeListSlots> free_lists_{};
   uint64_t free_list_clock_ = 0; // orders the lists' last uses
@@ -1445,6 +1475,10 @@ void beginAllocateToPool(
   const bool is_default = mempool_id == c10::MempoolId_t{0, 0};
   TORCH_CHECK(!is_default, "beginAllocateToPool: (0, 0) is the default pool's id");
   g_allocator->for_device(device).begin_allocate_to_pool(mempool_id, std::move(filter));
+}
+
+bool allocatedByCaptureUnderway(c10::DeviceIndex device, const void* ptr) {
+  return g_allocator->for_device(device).allocated_by_capture_underway(ptr);
 }
 
 void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {

@@ -99,6 +99,10 @@ TORCH_NPU_API void free_device_work_memory(void* ptr);
 TORCH_NPU_API void beginAllocateToPool(
     c10::DeviceIndex device, c10::MempoolId_t mempool_id, std::function<bool(aclrtStream)> filter);
 TORCH_NPU_API void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id);
+// Whether `ptr` (an allocation's base) was allocated by a graph capture still
+// underway: memory whose contents only the graph's replays will write
+// (Note [Work beside a capture], NPUGraphsUtils.h).
+TORCH_NPU_API bool allocatedByCaptureUnderway(c10::DeviceIndex device, const void* ptr);
 TORCH_NPU_API void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id);
 // Creates pool `mempool_id` or adds a use of it (what a MemPool holds).
 TORCH_NPU_API void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id);

@@ -1,5 +1,7 @@
 #include "npu/NPUGraphsUtils.h"
 
+#include <atomic>
+
 #include <c10/util/Exception.h>
 
 #include "npu/NPUException.h"
@@ -14,6 +16,8 @@ static_assert(static_cast<int>(CaptureMode::Relaxed) == ACL_MODEL_RI_CAPTURE_MOD
 
 namespace {
 
+std::atomic<int> g_captures_underway{0};
+
 const acl::AclApi& capture_api() {
   const auto& api = acl::api();
   TORCH_CHECK(
@@ -25,6 +29,10 @@ const acl::AclApi& capture_api() {
 }
 
 } // namespace
+
+bool captures_underway() {
+  return g_captures_underway.load(std::memory_order_relaxed) != 0;
+}
 
 bool is_capture_supported() {
   // The functions may exist and still be refused by the release (the
@@ -90,13 +98,18 @@ void capture_begin(const NPUStream& stream, CaptureMode mode) {
   const auto& api = capture_api();
   ensure_device_context(stream.device_index());
   NPU_CHECK(api.aclmdlRICaptureBegin(stream.stream(), static_cast<aclmdlRICaptureMode>(mode)));
+  g_captures_underway.fetch_add(1, std::memory_order_relaxed);
 }
 
 aclmdlRI capture_end(const NPUStream& stream) {
   const auto& api = capture_api();
   ensure_device_context(stream.device_index());
   aclmdlRI model = nullptr;
-  NPU_CHECK(api.aclmdlRICaptureEnd(stream.stream(), &model));
+  const aclError err = api.aclmdlRICaptureEnd(stream.stream(), &model);
+  if (err != ACL_ERROR_RT_STREAM_NOT_CAPTURED && err != ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED) {
+    g_captures_underway.fetch_sub(1, std::memory_order_relaxed); // ended, successfully or not
+  }
+  NPU_CHECK(err);
   return model;
 }
 

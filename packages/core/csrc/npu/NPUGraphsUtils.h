@@ -18,6 +18,15 @@
 //   (stream.wait_stream(capturing_stream)), and must join back before
 //   capture_end (capturing_stream.wait_stream(stream)), as with CUDA.
 // Capture needs CANN 8.1.RC1 or later (the simulator emulates it there).
+//
+// Note [Work beside a capture]
+// Work launched on a stream that does not take part in a capture must not
+// use memory the capture allocated: its contents exist only once the graph
+// replays, so such work would read garbage (or write what a replay then
+// overwrites), silently, on CUDA too. While any capture is underway
+// (captures_underway(): one relaxed load otherwise), ops check the storages
+// they use (NPUCachingAllocator's allocatedByCaptureUnderway) and raise,
+// saying how to take part in the capture (fork and join).
 #pragma once
 
 #include <string>
@@ -45,6 +54,10 @@ enum class CaptureMode : int {
 
 // Whether the loaded runtime can capture (CANN >= 8.1.RC1).
 TORCH_NPU_API bool is_capture_supported();
+
+// Whether any capture begun with capture_begin has not ended yet, in this
+// process (Note [Work beside a capture]).
+TORCH_NPU_API bool captures_underway();
 
 // None when the runtime cannot capture.
 TORCH_NPU_API CaptureStatus stream_capture_status(const NPUStream& stream);

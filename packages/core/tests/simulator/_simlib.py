@@ -164,6 +164,7 @@ _SIGNATURES = {
     "aclmdlRICaptureEnd": (c_int, [c_void_p, POINTER(c_void_p)]),
     "aclmdlRIExecuteAsync": (c_int, [c_void_p, c_void_p]),
     "aclmdlRIDestroy": (c_int, [c_void_p]),
+    "aclmdlRIDebugJsonPrint": (c_int, [c_void_p, c_char_p, ctypes.c_uint32]),
     "npuSimActivityEnable": (c_int, [c_int]),
     "npuSimActivityPushCorrelationId": (c_int, [ctypes.c_uint64]),
     "npuSimActivityPopCorrelationId": (c_int, [POINTER(ctypes.c_uint64)]),
