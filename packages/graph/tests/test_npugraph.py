@@ -476,3 +476,26 @@ def test_a_mem_pool_is_not_a_capture():
     assert torch.equal(u.cpu(), torch.full((3,), 8.0))
     g.replay()
     assert torch.equal(y.cpu(), torch.full((3,), 2.0))
+
+
+@pytest.mark.skipif(torch.npu.device_count() < 2, reason="needs two npu devices")
+def test_capture_and_replay_on_another_device():
+    with torch.npu.device(1):
+        x = torch.ones(3, device="npu:1")
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g, stream=torch.npu.Stream(device=1)):
+            y = x * 3
+    assert y.device == torch.device("npu:1")
+    g.replay()  # from device 0: the graph replays on its own device
+    assert torch.equal(y.cpu(), torch.full((3,), 3.0))
+    torch.testing.assert_close(g.pool()[0], 0)
+
+
+def test_accelerator_graph_keep_graph_and_instantiate():
+    x = torch.zeros(2, device="npu")
+    graph = torch.accelerator.Graph(keep_graph=True)
+    with torch.npu.stream(torch.npu.Stream()), graph:
+        x.add_(3)
+    graph.instantiate()
+    graph.replay()
+    assert torch.equal(x.cpu(), torch.full((2,), 3.0))
