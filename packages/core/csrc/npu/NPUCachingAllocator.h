@@ -34,9 +34,40 @@
 // free. The pool's id is the graph's or MemPool's (graph_pool_handle); two
 // graphs share memory by sharing an id. Ids are device-local.
 //
-// Segments come from the runtime's malloc in one place (device_malloc), which
-// expandable segments (growing one reserved virtual range with the runtime's
-// virtual-memory functions) would replace without touching the block logic.
+// Note [Expandable segments]
+// With expandable_segments:True (Note [Allocator settings]), new memory of
+// the default pool does not come in new segments: each (stream, size
+// class) of it has one expandable segment, a range of virtual addresses as
+// large as the device's memory, reserved on first use
+// (aclrtReserveMemAddress), of which a prefix is mapped to physical chunks
+// (aclrtMallocPhysical + aclrtMapMem, one handle per chunk of the runtime's
+// granularity, at least 2 MiB; 1 GiB for large blocks with page_size:1g).
+// Its blocks tile the mapped prefix and split and merge as in any segment.
+// When no cached block fits, the segment grows at its end: its free last
+// block grows (or a new block follows the last one), so the memory is never
+// copied and the free memory at the end is never stranded as it is in a
+// too-small fixed segment. empty_cache (and the OOM retry) unmaps the whole
+// chunks at the end that its free last block covers and frees their
+// physical memory, after draining the device as for fixed segments; free
+// memory in the middle stays mapped. Statistics count an expandable
+// segment as one segment while anything is mapped, its mapped bytes as
+// reserved; snapshots show it with is_expandable and the trace has
+// segment_map / segment_unmap, as torch.cuda's.
+// - The code is the same on CANN and on the simulator (which maps its
+//   memfd's pages at the reserved addresses): only the acl function table.
+// - Runtimes without virtual memory (CANN before 8.0.0, the simulator
+//   emulating one) keep fixed segments, with a warning. So does a stream
+//   whose range cannot be reserved (address space exhausted), and a request
+//   the range has no room left for.
+// - Private pools (graphs, MemPool) and device-work memory keep fixed
+//   segments: their segments are released whole by their own rules (a
+//   pool's at its release, device-work memory without draining), which
+//   growing ranges would not simplify.
+// - Turning the setting on or off at run time (_set_allocator_settings)
+//   applies to new memory only: fixed segments allocated before stay and
+//   serve requests as before; expandable segments keep serving their mapped
+//   blocks after it is turned off, grow no more, and give back their free
+//   ends at empty_cache.
 #pragma once
 
 #include <cstdint>
@@ -108,7 +139,8 @@ enum class RecordContext { NEVER = 0, STATE = 1, ALLOC = 2, ALL = 3 };
 using CreateContextFn = std::shared_ptr<c10::GatheredContext> (*)();
 
 struct TraceEntry {
-  enum Action { ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, OOM };
+  // SEGMENT_MAP / SEGMENT_UNMAP: an expandable segment grew or shrank.
+  enum Action { ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP, SEGMENT_UNMAP, OOM };
   Action action;
   c10::DeviceIndex device;
   uintptr_t addr; // for OOM: the device's free bytes
@@ -135,6 +167,7 @@ struct SegmentInfo {
   size_t allocated_size = 0;
   size_t active_size = 0;
   bool is_large = false;
+  bool is_expandable = false; // Note [Expandable segments]
   c10::MempoolId_t owner_private_pool_id = {0, 0};
   std::vector<BlockInfo> blocks;
   std::shared_ptr<c10::GatheredContext> context_when_allocated;

@@ -33,8 +33,8 @@ py::dict settings_dict(const AllocatorSettings& s) {
 } // namespace
 
 void bind_memory(py::module_& m) {
-  // Wrapped so that the one-time warning of expandable_segments:True
-  // reaches Python's warnings module instead of stderr.
+  // Wrapped so that warnings reach Python's warnings module instead of
+  // stderr.
   m.def("_npu_set_allocator_settings", torch::wrap_pybind_function_no_gil(&NPUCachingAllocator::setAllocatorSettings));
   m.def("_npu_allocator_settings", [] { return settings_dict(NPUCachingAllocator::AllocatorConfig::settings()); });
   // Parses over the defaults and changes nothing: what a configuration

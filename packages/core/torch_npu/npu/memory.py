@@ -303,8 +303,9 @@ def _set_allocator_settings(settings: str) -> None:
     every device take the new settings for their next requests; memory
     already cached stays where it is. An unknown key or a bad value raises
     RuntimeError naming the key and what it accepts, and changes nothing.
-    ``expandable_segments:True`` is accepted but not used yet (it warns
-    once).
+    ``expandable_segments:True`` makes new memory grow one virtual range per
+    stream (Note [Expandable segments], NPUCachingAllocator.h); switched at
+    run time it applies to memory allocated from then on.
 
     Example: ``torch.npu.memory._set_allocator_settings("expandable_segments:True")``.
     """
