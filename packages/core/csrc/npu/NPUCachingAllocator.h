@@ -103,7 +103,20 @@ TORCH_NPU_API NPUAllocator* get();
 // Convenience wrappers used by kernels and plugins.
 TORCH_NPU_API DeviceStats getDeviceStats(c10::DeviceIndex device);
 TORCH_NPU_API void emptyCache();
+// A use of the memory on `stream` (Tensor.record_stream): once freed, the
+// block is reused only after the work queued on `stream` until then is done.
+// `stream` must be on the memory's device.
 TORCH_NPU_API void recordStream(const c10::DataPtr& ptr, NPUStream stream);
+// Removes the use on `stream` that recordStream added (torch_npu.erase_stream;
+// nothing if there is none): the block is reused as soon as it is freed. The
+// caller must have ordered the block's later users after the work on
+// `stream` (an event wait), or that work may see its memory reused.
+TORCH_NPU_API void eraseStream(const c10::DataPtr& ptr, NPUStream stream);
+// Whether `ptr` is live memory of the caching allocator allocated on
+// `stream`: once freed, only requests of `stream` reuse it, so work queued
+// on `stream` after an event wait is ordered after what the event covers
+// (what lets a collective's Work.wait() erase its stream's use).
+TORCH_NPU_API bool isAllocatedOn(const c10::DataPtr& ptr, NPUStream stream);
 
 // Device memory for device work to allocate while it runs: the temporaries
 // and results of a CPU kernel running as device work (the ops package), so

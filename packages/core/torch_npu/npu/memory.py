@@ -13,6 +13,8 @@ import time
 import warnings
 from typing import Any, Iterator, Literal
 
+import torch
+
 from .. import _C
 from ._device import _DeviceLike, _get_device_index
 
@@ -290,6 +292,30 @@ def caching_allocator_alloc(size: int, device: _DeviceLike = None, stream: Any =
 def caching_allocator_delete(mem_ptr: int) -> None:
     """Frees memory from :func:`caching_allocator_alloc`."""
     _C._npu_caching_allocator_delete(int(mem_ptr))
+
+
+def erase_stream(tensor: torch.Tensor, stream: torch.Stream) -> None:
+    """Removes the use of ``tensor``'s memory on ``stream`` that
+    ``tensor.record_stream(stream)`` added (torch_npu.erase_stream): once
+    freed, the memory is reused at once instead of after the work queued on
+    ``stream``. Nothing happens if ``stream`` was not recorded.
+
+    Only safe when the work that uses the memory afterwards is ordered after
+    ``stream``'s work, e.g. the allocating stream waited for an event
+    recorded on ``stream`` (what ``Work.wait()`` of a collective does);
+    otherwise that work may overwrite memory ``stream`` still reads.
+
+    Raises TypeError for a non-tensor or non-stream, RuntimeError when the
+    stream is not on the tensor's npu device or the memory was not allocated
+    by the caching allocator.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"erase_stream: tensor must be a torch.Tensor, got {type(tensor).__name__}")
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"erase_stream: stream must be a torch.npu.Stream, got {type(stream).__name__}")
+    if tensor.device.type != "npu":
+        raise RuntimeError(f"erase_stream: the tensor is on {tensor.device}, not on an npu device")
+    _C._npu_erase_stream(tensor, stream.stream_id, stream.device_index, stream.device_type)
 
 
 def _set_allocator_settings(settings: str) -> None:
