@@ -1671,6 +1671,9 @@ class NPUAllocatorImpl final : public NPUAllocator {
 
  private:
   void* malloc(c10::DeviceIndex device, size_t nbytes, aclrtStream stream) {
+    if (C10_UNLIKELY(!used_.load(std::memory_order_relaxed))) {
+      used_.store(true, std::memory_order_relaxed);
+    }
     return device_allocator(device).malloc(nbytes, stream);
   }
 
@@ -1709,6 +1712,10 @@ class NPUAllocatorImpl final : public NPUAllocator {
 
   std::mutex create_mutex_;
   std::array<std::atomic<DeviceCachingAllocator*>, kMaxDevices> device_allocators_{};
+
+ public:
+  // Whether tensor memory was ever allocated (Note [Pluggable allocators]).
+  std::atomic<bool> used_{false};
 };
 
 // Leaked on purpose: tensors may be freed by other static destructors.
@@ -1726,9 +1733,31 @@ struct RegisterAllocator {
 
 } // namespace
 
+// Note [Pluggable allocators] (NPUPluggableAllocator.h).
+std::atomic<NPUAllocator*> g_current{g_allocator};
+
 NPUAllocator* get() {
-  return g_allocator;
+  return g_current.load(std::memory_order_acquire);
 }
+
+bool installCurrentAllocator(NPUAllocator* allocator) {
+  if (g_allocator->used_.load()) {
+    return false;
+  }
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, allocator);
+  g_current.store(allocator, std::memory_order_release);
+  return true;
+}
+
+namespace {
+
+void check_caching_allocator(const char* what) {
+  TORCH_CHECK(get() == g_allocator, what,
+              " needs the NPU caching allocator, but an NPUPluggableAllocator is installed "
+              "(torch.npu.memory.change_current_allocator)");
+}
+
+} // namespace
 
 DeviceStats getDeviceStats(c10::DeviceIndex device) {
   return g_allocator->getDeviceStats(device);
@@ -1739,10 +1768,13 @@ void emptyCache() {
 }
 
 void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
-  g_allocator->recordStream(ptr, stream.unwrap());
+  get()->recordStream(ptr, stream.unwrap());
 }
 
 void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
+  if (get() != g_allocator) {
+    return; // a pluggable allocator records no stream uses either
+  }
   g_allocator->eraseStream(ptr, stream.unwrap());
 }
 
@@ -1762,6 +1794,7 @@ void beginAllocateToPool(
     c10::DeviceIndex device, c10::MempoolId_t mempool_id, std::function<bool(aclrtStream)> filter) {
   const bool is_default = mempool_id == c10::MempoolId_t{0, 0};
   TORCH_CHECK(!is_default, "beginAllocateToPool: (0, 0) is the default pool's id");
+  check_caching_allocator("A private memory pool (graph capture or MemPool)");
   g_allocator->for_device(device).begin_allocate_to_pool(mempool_id, std::move(filter));
 }
 
@@ -1770,6 +1803,7 @@ void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
 }
 
 void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  check_caching_allocator("A MemPool");
   g_allocator->for_device(device).create_or_incref_pool(mempool_id);
 }
 

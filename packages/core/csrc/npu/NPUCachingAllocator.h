@@ -97,8 +97,14 @@ class TORCH_NPU_API NPUAllocator : public c10::DeviceAllocator {
   virtual void empty_cache_all() = 0;
 };
 
-// The process-wide allocator registered for the npu device type.
+// The allocator of npu tensors: the caching allocator, or the allocator
+// change_current_allocator installed (Note [Pluggable allocators],
+// NPUPluggableAllocator.h).
 TORCH_NPU_API NPUAllocator* get();
+// Makes `allocator` the allocator of npu tensors (and c10's for the npu
+// device type) unless the caching allocator has allocated tensor memory
+// already; false then. Use changeCurrentAllocator (NPUPluggableAllocator.h).
+TORCH_NPU_API bool installCurrentAllocator(NPUAllocator* allocator);
 
 // Convenience wrappers used by kernels and plugins.
 TORCH_NPU_API DeviceStats getDeviceStats(c10::DeviceIndex device);

@@ -9,6 +9,7 @@
 
 #include "npu/NPUAllocatorConfig.h"
 #include "npu/NPUCachingAllocator.h"
+#include "npu/NPUPluggableAllocator.h"
 
 namespace py = pybind11;
 
@@ -48,6 +49,15 @@ void bind_memory(py::module_& m) {
                 " is not an npu stream");
     NPUCachingAllocator::eraseStream(tensor.storage().data_ptr(), NPUStream(stream));
   });
+  // Note [Pluggable allocators]: the functions' addresses, from ctypes.
+  py::class_<NPUCachingAllocator::NPUAllocator, std::shared_ptr<NPUCachingAllocator::NPUAllocator>>(
+      m, "_NPUAllocator");
+  m.def("_npu_customAllocator", [](uintptr_t alloc_fn, uintptr_t free_fn) {
+    return std::shared_ptr<NPUCachingAllocator::NPUAllocator>(std::make_shared<NPUCachingAllocator::PluggableAllocator>(
+        reinterpret_cast<NPUCachingAllocator::PluggableAllocFn>(alloc_fn),
+        reinterpret_cast<NPUCachingAllocator::PluggableFreeFn>(free_fn)));
+  });
+  m.def("_npu_changeCurrentAllocator", &NPUCachingAllocator::changeCurrentAllocator);
   m.def("_npu_allocator_settings", [] { return settings_dict(NPUCachingAllocator::AllocatorConfig::settings()); });
   // Parses over the defaults and changes nothing: what a configuration
   // string would give.

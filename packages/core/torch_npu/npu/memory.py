@@ -318,6 +318,61 @@ def erase_stream(tensor: torch.Tensor, stream: torch.Stream) -> None:
     _C._npu_erase_stream(tensor, stream.stream_id, stream.device_index, stream.device_type)
 
 
+class NPUPluggableAllocator:
+    """An allocator of npu tensor memory from two C functions in a shared
+    library, as torch.cuda's CUDAPluggableAllocator:
+
+    .. code-block:: c
+
+        void* alloc_fn(ssize_t size, int device, aclrtStream stream);
+        void free_fn(void* ptr, ssize_t size, int device, aclrtStream stream);
+
+    ``free_fn`` gets back the size, device and stream ``alloc_fn`` was called
+    with. Install it with :func:`change_current_allocator` before the first
+    npu tensor is allocated (Note [Pluggable allocators],
+    NPUPluggableAllocator.h).
+
+    Raises FileNotFoundError when ``path_to_so_file`` does not exist,
+    OSError when it cannot be loaded, AttributeError when it lacks a symbol.
+    """
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str) -> None:
+        import ctypes
+
+        path = os.fspath(path_to_so_file)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"NPUPluggableAllocator: no shared library at {path!r}")
+        try:
+            library = ctypes.CDLL(path)
+        except OSError as e:
+            raise OSError(f"NPUPluggableAllocator: cannot load {path!r}: {e}") from e
+        addresses = []
+        for role, name in (("allocation", alloc_fn_name), ("free", free_fn_name)):
+            try:
+                function = getattr(library, name)
+            except AttributeError:
+                raise AttributeError(
+                    f"NPUPluggableAllocator: {path!r} has no {role} function {name!r} (is it "
+                    f"declared extern \"C\" and exported?)") from None
+            addresses.append(ctypes.cast(function, ctypes.c_void_p).value)
+        self._library = library  # keeps the library loaded
+        self._allocator = _C._npu_customAllocator(*addresses)
+
+    def allocator(self) -> Any:
+        """The underlying allocator object, for :func:`change_current_allocator`."""
+        return self._allocator
+
+
+def change_current_allocator(allocator: NPUPluggableAllocator) -> None:
+    """Makes ``allocator`` the allocator of npu tensors, for the rest of the
+    process. Raises RuntimeError if npu tensor memory was allocated already
+    or an allocator was installed before (Note [Pluggable allocators])."""
+    if not isinstance(allocator, NPUPluggableAllocator):
+        raise TypeError("change_current_allocator: expected a torch.npu.memory.NPUPluggableAllocator, "
+                        f"got {type(allocator).__name__}")
+    _C._npu_changeCurrentAllocator(allocator.allocator())
+
+
 def _set_allocator_settings(settings: str) -> None:
     """Changes the caching allocator's settings at run time.
 
