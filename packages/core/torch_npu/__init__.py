@@ -57,6 +57,7 @@ if _torch._C._get_privateuse1_backend_name() != "npu":
     _torch.utils.rename_privateuse1_backend("npu")
 
 from . import npu  # noqa: E402
+from .npu.memory import erase_stream as erase_stream  # noqa: E402  (torch_npu.erase_stream, as in Ascend's)
 
 _torch._register_device_module("npu", npu)
 _torch.utils.generate_methods_for_privateuse1_backend(

@@ -1,6 +1,8 @@
 #include "ProcessGroupHCCL.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -69,6 +71,25 @@ void* address(const at::Tensor& t) {
 
 } // namespace
 
+MemoryReuse memory_reuse_mode() {
+  static const MemoryReuse mode = [] {
+    const char* text = std::getenv("MULTI_STREAM_MEMORY_REUSE");
+    const std::string value = text == nullptr ? "" : text;
+    if (value.empty() || value == "1") {
+      return MemoryReuse::EraseAtWait;
+    }
+    if (value == "0") {
+      return MemoryReuse::RecordStream;
+    }
+    TORCH_CHECK(value == "2", "MULTI_STREAM_MEMORY_REUSE='", value,
+                "' is not valid: use 0 (record_stream only), 1 (the default: Work.wait() erases "
+                "the communicator stream's use) or 2 (the work holds its tensors until "
+                "Work.wait())");
+    return MemoryReuse::HoldUntilWait;
+  }();
+  return mode;
+}
+
 // ---------------------------------------------------------------------------
 // WorkHCCL
 
@@ -79,6 +100,32 @@ ProcessGroupHCCL::WorkHCCL::WorkHCCL(int rank, c10d::OpType type, const char* pr
       device_(device),
       outputs_(std::move(outputs)),
       host_waits_(host_waits) {}
+
+ProcessGroupHCCL::WorkHCCL::~WorkHCCL() {
+  try {
+    release_memory_uses(nullptr);
+  } catch (const std::exception& e) {
+    TORCH_WARN("ProcessGroupHCCL: releasing a collective's tensors failed: ", e.what());
+  }
+}
+
+void ProcessGroupHCCL::WorkHCCL::release_memory_uses(const c10_npu::NPUStream* waiting) {
+  for (const auto& weak : recorded_) {
+    c10::intrusive_ptr<c10::StorageImpl> storage = weak.lock();
+    if (storage && waiting != nullptr &&
+        c10_npu::NPUCachingAllocator::isAllocatedOn(storage->data_ptr(), *waiting)) {
+      c10_npu::NPUCachingAllocator::eraseStream(storage->data_ptr(), *comm_stream_);
+    }
+  }
+  recorded_.clear();
+  for (const auto& storage : held_) {
+    if (waiting == nullptr ||
+        !c10_npu::NPUCachingAllocator::isAllocatedOn(storage.data_ptr(), *waiting)) {
+      c10_npu::NPUCachingAllocator::recordStream(storage.data_ptr(), *comm_stream_);
+    }
+  }
+  held_.clear();
+}
 
 bool ProcessGroupHCCL::WorkHCCL::isCompleted() {
   return end_.query();
@@ -93,7 +140,9 @@ bool ProcessGroupHCCL::WorkHCCL::wait(std::chrono::milliseconds /*timeout*/) {
 }
 
 void ProcessGroupHCCL::WorkHCCL::synchronize() {
-  end_.block(c10_npu::getCurrentNPUStream(device_.index()));
+  const c10_npu::NPUStream waiting = c10_npu::getCurrentNPUStream(device_.index());
+  end_.block(waiting);
+  release_memory_uses(&waiting);
 }
 
 std::vector<at::Tensor> ProcessGroupHCCL::WorkHCCL::result() {
@@ -112,6 +161,7 @@ ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int ra
     : c10d::Backend(rank, size), store_(std::move(store)) {
   // Fail here, with instructions, rather than at the first collective.
   hccl();
+  memory_reuse_mode();
 }
 
 ProcessGroupHCCL::~ProcessGroupHCCL() {
@@ -172,12 +222,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(
   ready.record(c10_npu::getCurrentNPUStream(device.index()));
   ready.block(dc.stream);
 
+  // Note [Multi-stream memory reuse].
+  auto work = c10::make_intrusive<WorkHCCL>(getRank(), type, name, device, outputs, host_waits);
+  work->reuse_ = memory_reuse_mode();
+  work->comm_stream_ = dc.stream;
   for (const std::vector<at::Tensor>* tensors : {&inputs, &std::as_const(outputs)}) {
     for (const auto& t : *tensors) {
-      c10_npu::NPUCachingAllocator::recordStream(t.storage().data_ptr(), dc.stream);
+      switch (work->reuse_) {
+        case MemoryReuse::EraseAtWait:
+          work->recorded_.push_back(t.storage().getWeakStorageImpl());
+          [[fallthrough]];
+        case MemoryReuse::RecordStream:
+          c10_npu::NPUCachingAllocator::recordStream(t.storage().data_ptr(), dc.stream);
+          break;
+        case MemoryReuse::HoldUntilWait:
+          work->held_.push_back(t.storage());
+          break;
+      }
     }
   }
-  auto work = c10::make_intrusive<WorkHCCL>(getRank(), type, name, device, outputs, host_waits);
   {
     // Work launch() queues besides the collective (copies, a division)
     // goes on the communicator stream too.

@@ -9,6 +9,28 @@
 //      reuse their memory before it is done;
 //   3. WorkHCCL::wait() makes the caller's current stream wait for the
 //      collective's end; the host waits only in barrier().
+//
+// Note [Multi-stream memory reuse]
+// MULTI_STREAM_MEMORY_REUSE (torch_npu's variable) says how a collective
+// keeps its tensors' memory from being reused while the communicator stream
+// still works on it:
+//   0  record_stream on the communicator stream (PyTorch's way): freed
+//      memory is reused only once an event recorded at its free has
+//      completed, found by later allocations; with the host far ahead of
+//      the device that delays reuse and raises the peak.
+//   1  (default) as 0, and wait() (or synchronize()) erases that use again
+//      for the tensors allocated on the stream that waits: work queued on
+//      that stream after the wait is ordered after the collective, and only
+//      that stream reuses their memory, so it may be reused at once. The
+//      work holds weak references: it does not extend the tensors' lives.
+//   2  no record_stream: the work holds the tensors (strong references,
+//      which may extend their lives) until wait() lets go of those
+//      allocated on the waiting stream. The others, and all of them when
+//      the work is destroyed without a wait, get the use recorded then
+//      (the safe fallback).
+// Tensors allocated on another stream than the waiting one keep the
+// recorded use in every mode: erasing it could let that stream reuse
+// memory the collective still reads or writes (torch_npu erases it anyway).
 // A communicator is created per device on that device's first collective;
 // its root info goes from rank 0 to the others through the c10d store.
 #pragma once
@@ -16,6 +38,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,6 +54,13 @@
 
 namespace c10d_npu {
 
+// Note [Multi-stream memory reuse]: MULTI_STREAM_MEMORY_REUSE=0|1|2.
+enum class MemoryReuse { RecordStream = 0, EraseAtWait = 1, HoldUntilWait = 2 };
+
+// Read from the environment once (1 when unset); a bad value raises an
+// error naming the accepted ones.
+MemoryReuse memory_reuse_mode();
+
 class ProcessGroupHCCL : public c10d::Backend {
  public:
   // The handle of one collective (or of several launched as one).
@@ -38,6 +68,7 @@ class ProcessGroupHCCL : public c10d::Backend {
    public:
     WorkHCCL(int rank, c10d::OpType type, const char* profiling_title, c10::Device device,
              std::vector<at::Tensor> outputs, bool host_waits);
+    ~WorkHCCL() override;
 
     // The collective has finished on the device (raises its error if it failed).
     bool isCompleted() override;
@@ -53,7 +84,15 @@ class ProcessGroupHCCL : public c10d::Backend {
 
    private:
     friend class ProcessGroupHCCL;
+    // Note [Multi-stream memory reuse]: called once the stream `waiting`
+    // waits for the collective (null: the work is destroyed unwaited).
+    void release_memory_uses(const c10_npu::NPUStream* waiting);
+
     c10::Device device_;
+    MemoryReuse reuse_ = MemoryReuse::RecordStream;
+    std::optional<c10_npu::NPUStream> comm_stream_;
+    std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> recorded_; // EraseAtWait
+    std::vector<c10::Storage> held_;                                  // HoldUntilWait
     std::vector<at::Tensor> outputs_;
     bool host_waits_;
     c10_npu::NPUEvent end_;

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 PRELUDE = """\
 import os, sys, time, warnings
 warnings.filterwarnings("ignore", category=FutureWarning)  # torch's renamings of collectives
@@ -258,3 +260,68 @@ def test_a_rank_that_dies_fails_the_collective_on_the_others(tmp_path):
     assert "error:" in out0, (out0, err0)
     assert "HcclAllReduce failed on rank 0 of 2" in out0
     assert "rank 1 (process" in out0 and "exited before the collective completed" in out0
+
+
+REUSE_BODY = """
+    dist.all_reduce(torch.ones(1).npu())  # creates the communicator
+    torch.npu.synchronize()
+    t = torch.full((1 << 20,), float(rank + 1), device="npu")
+    ptr = t.data_ptr()
+    # The collective waits for 200 ms of device time queued before it, so
+    # the communicator stream is still busy when `t` is freed below.
+    torch.npu._sleep(200 * torch.npu._cycles_per_ms())
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    # The last references (the work holds its outputs); no kernel ran on
+    # `t` here, whose work item would hold it too.
+    del t, work
+    u = torch.empty(1 << 20, device="npu")
+    print(u.data_ptr() == ptr)
+    torch.npu.synchronize()
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("mode, reused", [("0", False), ("1", True), ("", True), ("2", True)])
+def test_multi_stream_memory_reuse(tmp_path, monkeypatch, mode, reused):
+    # Note [Multi-stream memory reuse] (ProcessGroupHCCL.h): with 0 the freed
+    # memory waits for the communicator stream; with 1 (the default) and 2 it
+    # is reused at once, the current stream being ordered after the
+    # collective by wait().
+    monkeypatch.setenv("MULTI_STREAM_MEMORY_REUSE", mode)
+    outputs = run_ranks(tmp_path, REUSE_BODY)
+    for out in outputs:
+        assert out == f"{reused}\n"
+
+
+def test_memory_reuse_keeps_the_use_of_tensors_from_other_streams(tmp_path, monkeypatch):
+    monkeypatch.setenv("MULTI_STREAM_MEMORY_REUSE", "1")
+    outputs = run_ranks(tmp_path, """
+        dist.all_reduce(torch.ones(1).npu())
+        torch.npu.synchronize()
+        side = torch.npu.Stream()
+        with torch.npu.stream(side):
+            t = torch.full((1 << 20,), 1.0, device="npu")  # allocated on `side`
+        side.synchronize()
+        ptr = t.data_ptr()
+        torch.npu._sleep(200 * torch.npu._cycles_per_ms())
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()  # orders the current stream, not `side`
+        del t, work
+        with torch.npu.stream(side):
+            u = torch.empty(1 << 20, device="npu")
+        print(u.data_ptr() == ptr)
+        torch.npu.synchronize()
+        dist.destroy_process_group()
+    """)
+    for out in outputs:
+        assert out == "False\n"
+
+
+def test_bad_multi_stream_memory_reuse_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("MULTI_STREAM_MEMORY_REUSE", "5")
+    prelude = PRELUDE.replace("dist.init_process_group(", "try:\n    dist.init_process_group(")
+    prelude += "except Exception as e:\n    print(type(e).__name__, e)\n"
+    outputs = run_ranks(tmp_path, "", world=1, prelude=prelude)
+    assert "MULTI_STREAM_MEMORY_REUSE='5' is not valid" in outputs[0], outputs[0]
+    assert "use 0" in outputs[0]

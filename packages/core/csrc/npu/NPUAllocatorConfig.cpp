@@ -247,11 +247,6 @@ AllocatorSettings AllocatorConfig::parse(const std::string& config, const Alloca
               s.max_split_size == AllocatorSettings::kUnlimited ? std::string("unset")
                                                                   : std::to_string(s.max_split_size / kMiB),
               " and garbage_collection_threshold ", s.garbage_collection_threshold);
-  if (s.expandable_segments) {
-    TORCH_WARN_ONCE(
-        "expandable_segments:True is accepted but not yet used: the NPU caching allocator "
-        "still allocates fixed-size segments.");
-  }
   return s;
 }
 

@@ -6,9 +6,12 @@
 // Note [Allocator settings]
 // The format is Ascend torch_npu's: comma-separated `key:value` entries.
 //
-//   expandable_segments:True|False      stored; the mechanism (one growing
-//                                       virtual range per pool) is not
-//                                       built yet, so True warns once.
+//   expandable_segments:True|False      True: new memory of the default
+//                                       pool grows one virtual range per
+//                                       (stream, size class) instead of
+//                                       taking new segments (Note
+//                                       [Expandable segments],
+//                                       NPUCachingAllocator.h).
 //   max_split_size_mb:N                 N > 20 (MiB). Blocks of at least N
 //                                       MiB are never split; requests below N
 //                                       never take them, requests of at least
@@ -34,18 +37,17 @@
 //                                       MiB (from the previous key on), `>`
 //                                       everything from the last key on; a
 //                                       D of 0 keeps 512-byte rounding.
-//   base_addr_aligned_kb:K              0..16 (KiB), default 16: how blocks
-//                                       carved from expandable segments align
-//                                       their base addresses. It changes
-//                                       nothing yet: fixed segments come from
-//                                       aclrtMalloc, whose bases the
-//                                       simulator aligns to its 4 KiB pages
-//                                       (blocks inside them to 512 bytes),
-//                                       and expandable segments do not exist.
+//   base_addr_aligned_kb:K              0..16 (KiB), default 16: accepted,
+//                                       changes nothing yet. Blocks align to
+//                                       512 bytes inside segments whose
+//                                       bases are page-aligned (aclrtMalloc
+//                                       or expandable chunks).
 //   page_size:1g                        large-pool segments (requests above
 //                                       1 MiB) are whole multiples of 1 GiB
-//                                       (huge pages on the device). Only
-//                                       `1g` is accepted, as in torch_npu.
+//                                       (huge pages on the device), and
+//                                       expandable large-pool segments map
+//                                       1 GiB chunks. Only `1g` is
+//                                       accepted, as in torch_npu.
 //
 // An unknown key or a bad value raises c10::Error naming the key and what
 // it accepts, and leaves the settings as they were. Like torch_npu,
@@ -100,7 +102,7 @@ class TORCH_NPU_API AllocatorConfig {
 
   // Parses `config` over `base` (keys it does not name keep their values).
   // `source` names where the text came from, for error messages. Changes
-  // nothing (but warns once if expandable_segments is True).
+  // nothing.
   static AllocatorSettings parse(const std::string& config, const AllocatorSettings& base,
                                  const std::string& source);
 

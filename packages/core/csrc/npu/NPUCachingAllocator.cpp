@@ -40,7 +40,24 @@ constexpr size_t kMinLargeAlloc = 10485760; // above: segment sized to request
 constexpr size_t kRoundLarge = 2097152;    // large segments round to 2 MiB
 
 struct Block;
+struct BlockPool;
 struct PrivatePool;
+
+// Note [Expandable segments] (NPUCachingAllocator.h): one reserved virtual
+// range of a (stream, size class) of the default pool. [base, base + mapped)
+// is backed by physical chunks of `chunk` bytes, one handle each, in
+// address order; the blocks of the segment tile exactly that range.
+struct ExpandableSegment {
+  void* base = nullptr;
+  size_t reserved = 0; // bytes of virtual address space
+  size_t chunk = 0;    // granule of mapping
+  size_t mapped = 0;
+  std::vector<aclrtDrvMemHandle> handles;
+  // The block that ends at base + mapped; null while nothing is mapped.
+  Block* last = nullptr;
+
+  char* end() const { return static_cast<char*>(base) + mapped; }
+};
 
 std::mutex g_oom_observers_mutex;
 std::vector<OutOfMemoryObserver> g_oom_observers; // behind g_oom_observers_mutex
@@ -57,6 +74,45 @@ void notify_out_of_memory(c10::DeviceIndex device, size_t requested, size_t free
   }
 }
 
+// The granularity of the runtime's virtual memory on `device`, asked once;
+// 0 when the runtime has none (CANN before 8.0.0, or the simulator
+// emulating one), with a warning that expandable segments fall back to
+// fixed-size segments.
+size_t virtual_memory_granularity(c10::DeviceIndex device) {
+  static const size_t granularity = [device] {
+    const auto& api = acl::api();
+    size_t g = 0;
+    if (api.aclrtReserveMemAddress != nullptr && api.aclrtReleaseMemAddress != nullptr &&
+        api.aclrtMallocPhysical != nullptr && api.aclrtFreePhysical != nullptr &&
+        api.aclrtMapMem != nullptr && api.aclrtUnmapMem != nullptr &&
+        api.aclrtMemGetAllocationGranularity != nullptr) {
+      aclrtPhysicalMemProp prop{};
+      prop.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
+      prop.memAttr = ACL_HBM_MEM_HUGE;
+      prop.location.id = static_cast<uint32_t>(device);
+      prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+      if (api.aclrtMemGetAllocationGranularity(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED, &g) !=
+          ACL_SUCCESS) {
+        api.aclGetRecentErrMsg(); // consumed: the answer is "no"
+        g = 0;
+      }
+    }
+    // At least the small pool's segment size: chunks then never split pages.
+    return g == 0 ? 0 : std::max(g, kSmallBuffer);
+  }();
+  if (granularity == 0) {
+    const auto& info = acl::backend_info();
+    TORCH_WARN_ONCE(
+        "expandable_segments:True needs CANN's virtual memory management (aclrtReserveMemAddress, "
+        "aclrtMallocPhysical, aclrtMapMem), which CANN has since 8.0.0; the loaded runtime (",
+        info.library, ", CANN ", info.cann_version, ") does not have it, so the NPU caching "
+        "allocator uses fixed-size segments. Install CANN 8.0.0 or newer",
+        acl::is_simulator() ? " (on the simulator: set NPU_SIM_CANN_VERSION=8.0.0 or newer)" : "",
+        ".");
+  }
+  return granularity;
+}
+
 struct BlockComparator {
   bool operator()(const Block* a, const Block* b) const;
 };
@@ -66,6 +122,9 @@ struct BlockPool {
   std::set<Block*, BlockComparator> blocks;
   const bool is_small;
   PrivatePool* const owner; // null for the default and device-work pools
+  // Note [Expandable segments]: by stream, only in the default pool. A null
+  // entry: the range could not be reserved, the stream uses fixed segments.
+  std::map<aclrtStream, std::unique_ptr<ExpandableSegment>> expandable;
 };
 
 // A pool as requests see it: small blocks (<= 1 MiB) and large ones. Blocks
@@ -115,6 +174,8 @@ struct Block {
   bool in_free_list = false;
   Block* prev = nullptr; // neighbours inside the same segment
   Block* next = nullptr;
+  // The expandable segment the block is part of; null in fixed segments.
+  ExpandableSegment* expandable = nullptr;
   int event_count = 0; // outstanding events of other streams' uses
   std::vector<c10::Stream> stream_uses; // streams other than `stream`
   // The serial of the graph capture that allocated the block, while it was
@@ -198,13 +259,15 @@ void update(StatArray& stats, const BlockPool& pool, int64_t amount) {
 // delete), which make up most of a cached malloc+free pair.
 //
 // Parked blocks are free memory in every other respect (stats count them as
-// inactive, splits as inactive splits). They go back to the pool, merging
-// with their neighbours, whenever the pool alone cannot serve a request,
-// before any segment is released (empty_cache, OOM retry) and when their
-// slot is reused for another size, so the pool is then exactly what eager
-// merging would have left: no request fails or grows the reserved memory
-// because of parked blocks. Code that walks segments (memory snapshots) or
-// unmaps their ends (expandable segments) flushes the lists first.
+// inactive, splits as inactive splits). The parked blocks of a (stream,
+// pool) go back to the pool, merging with their neighbours, before any
+// request of that (stream, pool) searches the pool (a request the free
+// list cannot serve), and all of them before any segment is released or
+// grown (empty_cache, OOM retry, expandable segments) and when their slot
+// is reused for another size. So a search sees exactly what eager merging
+// would have left: parked blocks neither make a request fail nor move
+// where a block is placed (which would fragment the segments). Code that
+// walks segments (memory snapshots) flushes the lists first.
 struct FreeList {
   static constexpr int kCapacity = 8;
 
@@ -374,6 +437,7 @@ class DeviceCachingAllocator {
       segment.address = reinterpret_cast<uintptr_t>(head->ptr);
       segment.stream = head->stream;
       segment.is_large = !head->pool->is_small;
+      segment.is_expandable = head->expandable != nullptr;
       for (size_t i = 0; i < pools.size(); ++i) {
         if (pools[i]->holds(*head)) {
           segment.owner_private_pool_id = pool_ids[i];
@@ -526,6 +590,26 @@ class DeviceCachingAllocator {
       block->stream_uses.push_back(stream);
     }
     return true;
+  }
+
+  // Removes the use of `ptr`'s block on `stream` that record_stream added
+  // (nothing if there is none); false if this device did not allocate `ptr`.
+  bool erase_stream(void* ptr, c10::Stream stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocated_blocks_.find(ptr);
+    if (it == allocated_blocks_.end()) {
+      return false;
+    }
+    auto& uses = it->second->stream_uses;
+    uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
+    return true;
+  }
+
+  // Whether `ptr` is a live allocation of this device made on `stream`.
+  bool allocated_on(void* ptr, aclrtStream stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocated_blocks_.find(ptr);
+    return it != allocated_blocks_.end() && it->second->stream == stream;
   }
 
   // Gives the cached memory back to the device: of every pool not in use
@@ -692,11 +776,13 @@ class DeviceCachingAllocator {
   Block* take_from_pool(aclrtStream stream, size_t size, size_t requested, BlockPool& pool,
                         std::unique_lock<std::mutex>& lock,
                         const std::shared_ptr<c10::GatheredContext>& context) {
+    // The best fit is chosen among everything eager merging would have
+    // left in the pool: a search that missed the parked blocks of its
+    // (stream, pool) would place the block elsewhere and fragment the
+    // segments (on the LLM trace of benchmarks/allocator_traces.py,
+    // reserved / requested 1.85 -> 1.54).
+    flush_free_lists(stream, pool);
     Block* block = take_cached_block(pool, stream, size);
-    if (block == nullptr && flush_free_lists()) {
-      // Parked blocks merged back may now form a fitting block.
-      block = take_cached_block(pool, stream, size);
-    }
     if (block == nullptr) {
       block = new_segment(pool, stream, size, requested, lock, context);
     }
@@ -704,6 +790,7 @@ class DeviceCachingAllocator {
       // Carve the front of the block; the rest stays cached in the pool.
       Block* remaining = block;
       block = new Block(device_, stream, size, &pool, remaining->ptr);
+      block->expandable = remaining->expandable;
       block->prev = remaining->prev;
       if (block->prev != nullptr) {
         block->prev->next = block;
@@ -786,6 +873,15 @@ class DeviceCachingAllocator {
     return flushed;
   }
 
+  // Flushes the free lists of (stream, pool).
+  void flush_free_lists(aclrtStream stream, const BlockPool& pool) {
+    for (FreeList& list : free_lists_) {
+      if (list.count > 0 && list.stream == stream && list.pool == &pool) {
+        flush_free_list(list);
+      }
+    }
+  }
+
   // A free split block counts as an inactive split wherever it is cached.
   void count_inactive_split(Block* block, int sign) {
     if (block->is_split()) {
@@ -825,6 +921,11 @@ class DeviceCachingAllocator {
   Block* new_segment(BlockPool& pool, aclrtStream stream, size_t size, size_t requested,
                      std::unique_lock<std::mutex>& lock,
                      const std::shared_ptr<c10::GatheredContext>& context) {
+    if (ExpandableSegment* segment = expandable_segment_for(pool, stream)) {
+      if (Block* block = grow_expandable(*segment, pool, stream, size, requested, lock, context)) {
+        return block;
+      }
+    }
     const size_t segment_size = segment_size_for(size, page_size_);
     // Not while a capture is underway: draining the device would end it.
     if (C10_UNLIKELY(gc_threshold_ > 0.0) && allowed_maximum_ != std::numeric_limits<size_t>::max() &&
@@ -893,6 +994,198 @@ class DeviceCachingAllocator {
     return ptr;
   }
 
+  // ---- Note [Expandable segments] ----
+
+  // The expandable segment that new memory of `stream` grows in, reserved
+  // on first use; null when expandable segments are off, the pool is not
+  // the default one, the runtime has no virtual memory (warned once) or the
+  // range could not be reserved: the caller then takes a fixed segment.
+  ExpandableSegment* expandable_segment_for(BlockPool& pool, aclrtStream stream) {
+    if (C10_LIKELY(!expandable_segments_) || pool.owner != nullptr || is_device_work(pool)) {
+      return nullptr;
+    }
+    auto it = pool.expandable.find(stream);
+    if (it != pool.expandable.end()) {
+      return it->second.get();
+    }
+    ensure_device_context(device_);
+    const size_t granularity = virtual_memory_granularity(device_);
+    if (granularity == 0) {
+      return nullptr;
+    }
+    auto segment = std::make_unique<ExpandableSegment>();
+    // page_size:1g makes large-pool chunks 1 GiB (huge pages).
+    segment->chunk = !pool.is_small && page_size_ > granularity ? page_size_ : granularity;
+    // As much address space as the device has memory, so that the segment
+    // can hold all of it.
+    const size_t total = memory_info().second;
+    segment->reserved = segment->chunk * ((total + segment->chunk - 1) / segment->chunk);
+    const aclError err = acl::api().aclrtReserveMemAddress(&segment->base, segment->reserved, 0, nullptr, 0);
+    if (err != ACL_SUCCESS) {
+      const char* why = acl::api().aclGetRecentErrMsg();
+      TORCH_WARN("expandable_segments: could not reserve ", format_size(segment->reserved),
+                 " of virtual address space on npu:", static_cast<int>(device_), " (",
+                 acl::error_name(err), why != nullptr ? std::string(": ") + why : std::string(),
+                 "); this stream's ", pool.is_small ? "small" : "large",
+                 " blocks use fixed-size segments instead.");
+      pool.expandable.emplace(stream, nullptr);
+      return nullptr;
+    }
+    return pool.expandable.emplace(stream, std::move(segment)).first->second.get();
+  }
+
+  // Maps more memory at the end of `segment` so that its last block (grown
+  // if free, else a new block after it) has at least `size` bytes, and
+  // returns that block, out of the pool. Null when the reserved range has
+  // no room left (the caller takes a fixed segment); raises
+  // torch.OutOfMemoryError when the device has no memory, after giving the
+  // cache back once.
+  Block* grow_expandable(ExpandableSegment& segment, BlockPool& pool, aclrtStream stream, size_t size,
+                         size_t requested, std::unique_lock<std::mutex>& lock,
+                         const std::shared_ptr<c10::GatheredContext>& context) {
+    for (int attempt = 0;; ++attempt) {
+      // A parked last block would change its split state unseen.
+      flush_free_lists();
+      Block* last = segment.last;
+      const bool last_free = last != nullptr && !last->allocated && last->event_count == 0 &&
+          last->stream_uses.empty();
+      const size_t have = last_free ? last->size : 0;
+      const size_t grow = segment.chunk * ((size - have + segment.chunk - 1) / segment.chunk);
+      if (grow > segment.reserved - segment.mapped) {
+        return nullptr;
+      }
+      char* const at = segment.end();
+      if (map_chunks(segment, grow)) {
+        if (segment.mapped == grow) {
+          update(stats_.segment, pool, 1);
+        }
+        update(stats_.reserved_bytes, pool, static_cast<int64_t>(grow));
+        ++stats_.num_device_alloc;
+        if (C10_UNLIKELY(record_history_)) {
+          trace(TraceEntry::SEGMENT_MAP, at, grow, stream, context);
+        }
+        if (last_free) {
+          pool_erase(last);
+          last->size += grow;
+          return last;
+        }
+        auto* block = new Block(device_, stream, grow, &pool, at);
+        block->expandable = &segment;
+        block->prev = last;
+        if (last != nullptr) {
+          last->next = block;
+        } else if (C10_UNLIKELY(record_history_)) {
+          block->context_when_segment_allocated = context;
+        }
+        segment.last = block;
+        return block;
+      }
+      if (attempt == 1) {
+        ++stats_.num_ooms;
+        if (C10_UNLIKELY(record_history_)) {
+          trace(TraceEntry::OOM, nullptr, requested, stream, context);
+        }
+        raise_out_of_memory(requested, grow, /*device_work=*/false, lock);
+      }
+      ++stats_.num_alloc_retries;
+      release_cached_blocks(lock);
+    }
+  }
+
+  // Maps `bytes` (a multiple of the chunk) at the end of `segment`, a
+  // physical chunk at a time; false, with nothing mapped, when the device
+  // (or the process's memory fraction) is out of memory.
+  bool map_chunks(ExpandableSegment& segment, size_t bytes) {
+    if (reserved() + bytes > allowed_maximum_) {
+      return false;
+    }
+    ensure_device_context(device_);
+    const auto& api = acl::api();
+    aclrtPhysicalMemProp prop{};
+    prop.handleType = ACL_MEM_HANDLE_TYPE_NONE;
+    prop.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
+    prop.memAttr = segment.chunk >= (size_t{1} << 30) ? ACL_HBM_MEM_HUGE1G : ACL_HBM_MEM_HUGE;
+    prop.location.id = static_cast<uint32_t>(device_);
+    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+    const size_t start = segment.mapped;
+    while (segment.mapped < start + bytes) {
+      aclrtDrvMemHandle handle = nullptr;
+      const aclError err = api.aclrtMallocPhysical(&handle, segment.chunk, &prop, 0);
+      if (err == ACL_ERROR_RT_MEMORY_ALLOCATION || err == ACL_ERROR_BAD_ALLOC ||
+          err == ACL_ERROR_RT_DEVICE_OOM) {
+        api.aclGetRecentErrMsg(); // consumed: we report our own message
+        unmap_chunks(segment, segment.mapped - start);
+        return false;
+      }
+      NPU_CHECK(err);
+      const aclError map_err = api.aclrtMapMem(segment.end(), segment.chunk, 0, handle, 0);
+      if (map_err != ACL_SUCCESS) {
+        api.aclrtFreePhysical(handle);
+        unmap_chunks(segment, segment.mapped - start);
+        NPU_CHECK(map_err);
+      }
+      segment.handles.push_back(handle);
+      segment.mapped += segment.chunk;
+    }
+    return true;
+  }
+
+  // Unmaps the last `bytes` of `segment` and frees their physical memory.
+  void unmap_chunks(ExpandableSegment& segment, size_t bytes) {
+    const auto& api = acl::api();
+    for (; bytes > 0; bytes -= segment.chunk) {
+      segment.mapped -= segment.chunk;
+      NPU_CHECK(api.aclrtUnmapMem(segment.end()));
+      NPU_CHECK(api.aclrtFreePhysical(segment.handles.back()));
+      segment.handles.pop_back();
+    }
+  }
+
+  // Gives back the free tails of the expandable segments of `pools` whose
+  // last block `releasable` accepts: the whole chunks at their ends that no
+  // block uses. The caller drained the device (queued work may use a
+  // cached block: unmapping is not stream-ordered) and flushed the free
+  // lists.
+  template <typename Predicate>
+  void release_expandable_tails(PoolPair& pools, const Predicate& releasable) {
+    for (BlockPool* pool : {&pools.large, &pools.small}) {
+      for (auto& entry : pool->expandable) {
+        ExpandableSegment* segment = entry.second.get();
+        Block* last = segment != nullptr ? segment->last : nullptr;
+        if (last == nullptr || last->allocated || last->in_free_list || last->event_count > 0 ||
+            !last->stream_uses.empty() || !releasable(*last)) {
+          continue;
+        }
+        const size_t offset = static_cast<size_t>(static_cast<char*>(last->ptr) - static_cast<char*>(segment->base));
+        const size_t keep = segment->chunk * ((offset + segment->chunk - 1) / segment->chunk);
+        if (keep >= segment->mapped) {
+          continue;
+        }
+        const size_t released = segment->mapped - keep;
+        pool_erase(last);
+        if (C10_UNLIKELY(record_history_)) {
+          trace(TraceEntry::SEGMENT_UNMAP, static_cast<char*>(segment->base) + keep, released, last->stream, nullptr);
+        }
+        unmap_chunks(*segment, released);
+        ++stats_.num_device_free;
+        update(stats_.reserved_bytes, *pool, -static_cast<int64_t>(released));
+        if (segment->mapped == 0) {
+          update(stats_.segment, *pool, -1);
+        }
+        if (keep > offset) {
+          last->size = keep - offset;
+          pool_insert(last);
+          continue;
+        }
+        segment->last = last->prev;
+        if (last->prev != nullptr) {
+          last->prev->next = nullptr;
+        }
+        delete last;
+      }
+    }
+  }
+
   [[noreturn]] void raise_out_of_memory(size_t requested, size_t segment_size, bool device_work,
                                         std::unique_lock<std::mutex>& lock) {
     const auto [free, total] = memory_info();
@@ -918,8 +1211,9 @@ class DeviceCachingAllocator {
         " is reserved by PyTorch but unallocated (", format_size(reserved_now),
         " reserved in total). Free tensors you no longer need, call "
         "torch.npu.empty_cache(), or reduce the batch size. If reserved but unallocated memory "
-        "is large, set PYTORCH_NPU_ALLOC_CONF=max_split_size_mb:<MiB> (e.g. 128) to limit "
-        "fragmentation (see Note [Allocator settings], NPUAllocatorConfig.h).");
+        "is large, set PYTORCH_NPU_ALLOC_CONF=expandable_segments:True to avoid fragmentation, "
+        "or max_split_size_mb:<MiB> (e.g. 128) to limit it (see Note [Allocator settings], "
+        "NPUAllocatorConfig.h).");
   }
 
   // Ends the activity of a block that is not parked: merges it with its
@@ -945,6 +1239,9 @@ class DeviceCachingAllocator {
       return;
     }
     pool_erase(src);
+    if (C10_UNLIKELY(src->expandable != nullptr) && src->expandable->last == src) {
+      src->expandable->last = dst;
+    }
     if (dst->prev == src) {
       dst->ptr = src->ptr;
       dst->prev = src->prev;
@@ -1009,6 +1306,7 @@ class DeviceCachingAllocator {
       return;
     }
     release_segments(default_blocks_, freed_before_drain);
+    release_expandable_tails(default_blocks_, freed_before_drain);
     // Freed device-work memory is never used by queued work, whenever freed.
     release_segments(device_work_blocks_, [](const Block&) { return true; });
     for (auto it = private_pools_.begin(); it != private_pools_.end();) {
@@ -1047,7 +1345,9 @@ class DeviceCachingAllocator {
     for (BlockPool* pool : {&pools.large, &pools.small}) {
       for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
         Block* block = *it;
-        if (block->is_split() || !releasable(*block)) {
+        // Expandable segments give back their free tails instead
+        // (release_expandable_tails).
+        if (block->is_split() || block->expandable != nullptr || !releasable(*block)) {
           ++it;
           continue;
         }
@@ -1130,6 +1430,7 @@ class DeviceCachingAllocator {
     divisions_ = settings.roundup_power2_divisions;
     gc_threshold_ = settings.garbage_collection_threshold;
     page_size_ = settings.page_size;
+    expandable_segments_ = settings.expandable_segments;
     if (max_split != max_split_size_) {
       max_split_size_ = max_split;
       recount_oversize();
@@ -1230,6 +1531,7 @@ class DeviceCachingAllocator {
   size_t max_split_size_ = AllocatorSettings::kUnlimited;
   double gc_threshold_ = 0.0;
   size_t page_size_ = 0;
+  bool expandable_segments_ = false;
 };
 
 void delete_device_ptr(void* ptr);
@@ -1297,11 +1599,26 @@ class NPUAllocatorImpl final : public NPUAllocator {
     if (data_ptr.get() == nullptr) {
       return;
     }
-    auto* allocator = data_ptr.device().type() == c10::DeviceType::PrivateUse1
-        ? existing(data_ptr.device().index())
-        : nullptr;
+    auto* allocator = allocator_of(data_ptr, stream, "record_stream");
     TORCH_CHECK(allocator != nullptr && allocator->record_stream(data_ptr.get(), stream),
                 "record_stream: the tensor's memory was not allocated by the NPU caching allocator");
+  }
+
+  bool allocated_on(const c10::DataPtr& data_ptr, NPUStream stream) {
+    if (data_ptr.get() == nullptr || data_ptr.device().type() != c10::DeviceType::PrivateUse1) {
+      return false;
+    }
+    auto* allocator = existing(data_ptr.device().index());
+    return allocator != nullptr && allocator->allocated_on(data_ptr.get(), stream.stream());
+  }
+
+  void eraseStream(const c10::DataPtr& data_ptr, c10::Stream stream) {
+    if (data_ptr.get() == nullptr) {
+      return;
+    }
+    auto* allocator = allocator_of(data_ptr, stream, "erase_stream");
+    TORCH_CHECK(allocator != nullptr && allocator->erase_stream(data_ptr.get(), stream),
+                "erase_stream: the tensor's memory was not allocated by the NPU caching allocator");
   }
 
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
@@ -1405,7 +1722,24 @@ class NPUAllocatorImpl final : public NPUAllocator {
 
  private:
   void* malloc(c10::DeviceIndex device, size_t nbytes, aclrtStream stream) {
+    if (C10_UNLIKELY(!used_.load(std::memory_order_relaxed))) {
+      used_.store(true, std::memory_order_relaxed);
+    }
     return device_allocator(device).malloc(nbytes, stream);
+  }
+
+  // The allocator of `data_ptr`'s device, checking that `stream` is a
+  // stream of that device (a block's uses are ordered by events of its own
+  // device); null if it is not npu memory.
+  DeviceCachingAllocator* allocator_of(const c10::DataPtr& data_ptr, c10::Stream stream, const char* api) {
+    const c10::Device device = data_ptr.device();
+    if (device.type() != c10::DeviceType::PrivateUse1) {
+      return nullptr;
+    }
+    TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1 && stream.device_index() == device.index(),
+                api, ": the tensor is on ", device, " but the stream is on ", stream.device(),
+                "; pass a stream of the tensor's device (torch.npu.current_stream(tensor.device))");
+    return existing(device.index());
   }
 
   DeviceCachingAllocator* existing(c10::DeviceIndex device) {
@@ -1429,6 +1763,10 @@ class NPUAllocatorImpl final : public NPUAllocator {
 
   std::mutex create_mutex_;
   std::array<std::atomic<DeviceCachingAllocator*>, kMaxDevices> device_allocators_{};
+
+ public:
+  // Whether tensor memory was ever allocated (Note [Pluggable allocators]).
+  std::atomic<bool> used_{false};
 };
 
 // Leaked on purpose: tensors may be freed by other static destructors.
@@ -1446,9 +1784,31 @@ struct RegisterAllocator {
 
 } // namespace
 
+// Note [Pluggable allocators] (NPUPluggableAllocator.h).
+std::atomic<NPUAllocator*> g_current{g_allocator};
+
 NPUAllocator* get() {
-  return g_allocator;
+  return g_current.load(std::memory_order_acquire);
 }
+
+bool installCurrentAllocator(NPUAllocator* allocator) {
+  if (g_allocator->used_.load()) {
+    return false;
+  }
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, allocator);
+  g_current.store(allocator, std::memory_order_release);
+  return true;
+}
+
+namespace {
+
+void check_caching_allocator(const char* what) {
+  TORCH_CHECK(get() == g_allocator, what,
+              " needs the NPU caching allocator, but an NPUPluggableAllocator is installed "
+              "(torch.npu.memory.change_current_allocator)");
+}
+
+} // namespace
 
 DeviceStats getDeviceStats(c10::DeviceIndex device) {
   return g_allocator->getDeviceStats(device);
@@ -1459,7 +1819,18 @@ void emptyCache() {
 }
 
 void recordStream(const c10::DataPtr& ptr, NPUStream stream) {
-  g_allocator->recordStream(ptr, stream.unwrap());
+  get()->recordStream(ptr, stream.unwrap());
+}
+
+void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
+  if (get() != g_allocator) {
+    return; // a pluggable allocator records no stream uses either
+  }
+  g_allocator->eraseStream(ptr, stream.unwrap());
+}
+
+bool isAllocatedOn(const c10::DataPtr& ptr, NPUStream stream) {
+  return g_allocator->allocated_on(ptr, stream);
 }
 
 void* allocate_device_work_memory(c10::DeviceIndex device, size_t nbytes) {
@@ -1474,6 +1845,7 @@ void beginAllocateToPool(
     c10::DeviceIndex device, c10::MempoolId_t mempool_id, std::function<bool(aclrtStream)> filter) {
   const bool is_default = mempool_id == c10::MempoolId_t{0, 0};
   TORCH_CHECK(!is_default, "beginAllocateToPool: (0, 0) is the default pool's id");
+  check_caching_allocator("A private memory pool (graph capture or MemPool)");
   g_allocator->for_device(device).begin_allocate_to_pool(mempool_id, std::move(filter));
 }
 
@@ -1486,6 +1858,7 @@ void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
 }
 
 void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  check_caching_allocator("A MemPool");
   g_allocator->for_device(device).create_or_incref_pool(mempool_id);
 }
 

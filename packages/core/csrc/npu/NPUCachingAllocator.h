@@ -43,9 +43,40 @@
 // their events are recorded, and the blocks become reusable, when no
 // capture is underway any more; the allocator queries no event meanwhile.
 //
-// Segments come from the runtime's malloc in one place (device_malloc), which
-// expandable segments (growing one reserved virtual range with the runtime's
-// virtual-memory functions) would replace without touching the block logic.
+// Note [Expandable segments]
+// With expandable_segments:True (Note [Allocator settings]), new memory of
+// the default pool does not come in new segments: each (stream, size
+// class) of it has one expandable segment, a range of virtual addresses as
+// large as the device's memory, reserved on first use
+// (aclrtReserveMemAddress), of which a prefix is mapped to physical chunks
+// (aclrtMallocPhysical + aclrtMapMem, one handle per chunk of the runtime's
+// granularity, at least 2 MiB; 1 GiB for large blocks with page_size:1g).
+// Its blocks tile the mapped prefix and split and merge as in any segment.
+// When no cached block fits, the segment grows at its end: its free last
+// block grows (or a new block follows the last one), so the memory is never
+// copied and the free memory at the end is never stranded as it is in a
+// too-small fixed segment. empty_cache (and the OOM retry) unmaps the whole
+// chunks at the end that its free last block covers and frees their
+// physical memory, after draining the device as for fixed segments; free
+// memory in the middle stays mapped. Statistics count an expandable
+// segment as one segment while anything is mapped, its mapped bytes as
+// reserved; snapshots show it with is_expandable and the trace has
+// segment_map / segment_unmap, as torch.cuda's.
+// - The code is the same on CANN and on the simulator (which maps its
+//   memfd's pages at the reserved addresses): only the acl function table.
+// - Runtimes without virtual memory (CANN before 8.0.0, the simulator
+//   emulating one) keep fixed segments, with a warning. So does a stream
+//   whose range cannot be reserved (address space exhausted), and a request
+//   the range has no room left for.
+// - Private pools (graphs, MemPool) and device-work memory keep fixed
+//   segments: their segments are released whole by their own rules (a
+//   pool's at its release, device-work memory without draining), which
+//   growing ranges would not simplify.
+// - Turning the setting on or off at run time (_set_allocator_settings)
+//   applies to new memory only: fixed segments allocated before stay and
+//   serve requests as before; expandable segments keep serving their mapped
+//   blocks after it is turned off, grow no more, and give back their free
+//   ends at empty_cache.
 #pragma once
 
 #include <cstdint>
@@ -75,13 +106,32 @@ class TORCH_NPU_API NPUAllocator : public c10::DeviceAllocator {
   virtual void empty_cache_all() = 0;
 };
 
-// The process-wide allocator registered for the npu device type.
+// The allocator of npu tensors: the caching allocator, or the allocator
+// change_current_allocator installed (Note [Pluggable allocators],
+// NPUPluggableAllocator.h).
 TORCH_NPU_API NPUAllocator* get();
+// Makes `allocator` the allocator of npu tensors (and c10's for the npu
+// device type) unless the caching allocator has allocated tensor memory
+// already; false then. Use changeCurrentAllocator (NPUPluggableAllocator.h).
+TORCH_NPU_API bool installCurrentAllocator(NPUAllocator* allocator);
 
 // Convenience wrappers used by kernels and plugins.
 TORCH_NPU_API DeviceStats getDeviceStats(c10::DeviceIndex device);
 TORCH_NPU_API void emptyCache();
+// A use of the memory on `stream` (Tensor.record_stream): once freed, the
+// block is reused only after the work queued on `stream` until then is done.
+// `stream` must be on the memory's device.
 TORCH_NPU_API void recordStream(const c10::DataPtr& ptr, NPUStream stream);
+// Removes the use on `stream` that recordStream added (torch_npu.erase_stream;
+// nothing if there is none): the block is reused as soon as it is freed. The
+// caller must have ordered the block's later users after the work on
+// `stream` (an event wait), or that work may see its memory reused.
+TORCH_NPU_API void eraseStream(const c10::DataPtr& ptr, NPUStream stream);
+// Whether `ptr` is live memory of the caching allocator allocated on
+// `stream`: once freed, only requests of `stream` reuse it, so work queued
+// on `stream` after an event wait is ordered after what the event covers
+// (what lets a collective's Work.wait() erase its stream's use).
+TORCH_NPU_API bool isAllocatedOn(const c10::DataPtr& ptr, NPUStream stream);
 
 // Device memory for device work to allocate while it runs: the temporaries
 // and results of a CPU kernel running as device work (the ops package), so
@@ -121,7 +171,8 @@ enum class RecordContext { NEVER = 0, STATE = 1, ALLOC = 2, ALL = 3 };
 using CreateContextFn = std::shared_ptr<c10::GatheredContext> (*)();
 
 struct TraceEntry {
-  enum Action { ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, OOM };
+  // SEGMENT_MAP / SEGMENT_UNMAP: an expandable segment grew or shrank.
+  enum Action { ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP, SEGMENT_UNMAP, OOM };
   Action action;
   c10::DeviceIndex device;
   uintptr_t addr; // for OOM: the device's free bytes
@@ -148,6 +199,7 @@ struct SegmentInfo {
   size_t allocated_size = 0;
   size_t active_size = 0;
   bool is_large = false;
+  bool is_expandable = false; // Note [Expandable segments]
   c10::MempoolId_t owner_private_pool_id = {0, 0};
   std::vector<BlockInfo> blocks;
   std::shared_ptr<c10::GatheredContext> context_when_allocated;

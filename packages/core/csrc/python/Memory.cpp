@@ -5,8 +5,11 @@
 #include <string>
 
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "npu/NPUAllocatorConfig.h"
+#include "npu/NPUCachingAllocator.h"
+#include "npu/NPUPluggableAllocator.h"
 
 namespace py = pybind11;
 
@@ -33,9 +36,28 @@ py::dict settings_dict(const AllocatorSettings& s) {
 } // namespace
 
 void bind_memory(py::module_& m) {
-  // Wrapped so that the one-time warning of expandable_segments:True
-  // reaches Python's warnings module instead of stderr.
+  // Wrapped so that warnings reach Python's warnings module instead of
+  // stderr.
   m.def("_npu_set_allocator_settings", torch::wrap_pybind_function_no_gil(&NPUCachingAllocator::setAllocatorSettings));
+  // torch_npu.erase_stream; the stream as torch.Stream's (id, device index,
+  // device type).
+  m.def("_npu_erase_stream", [](const at::Tensor& tensor, int64_t stream_id, int64_t device_index,
+                                int64_t device_type) {
+    const c10::Stream stream = c10::Stream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index),
+                                                    static_cast<c10::DeviceType>(device_type));
+    TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "erase_stream: ", stream,
+                " is not an npu stream");
+    NPUCachingAllocator::eraseStream(tensor.storage().data_ptr(), NPUStream(stream));
+  });
+  // Note [Pluggable allocators]: the functions' addresses, from ctypes.
+  py::class_<NPUCachingAllocator::NPUAllocator, std::shared_ptr<NPUCachingAllocator::NPUAllocator>>(
+      m, "_NPUAllocator");
+  m.def("_npu_customAllocator", [](uintptr_t alloc_fn, uintptr_t free_fn) {
+    return std::shared_ptr<NPUCachingAllocator::NPUAllocator>(std::make_shared<NPUCachingAllocator::PluggableAllocator>(
+        reinterpret_cast<NPUCachingAllocator::PluggableAllocFn>(alloc_fn),
+        reinterpret_cast<NPUCachingAllocator::PluggableFreeFn>(free_fn)));
+  });
+  m.def("_npu_changeCurrentAllocator", &NPUCachingAllocator::changeCurrentAllocator);
   m.def("_npu_allocator_settings", [] { return settings_dict(NPUCachingAllocator::AllocatorConfig::settings()); });
   // Parses over the defaults and changes nothing: what a configuration
   // string would give.

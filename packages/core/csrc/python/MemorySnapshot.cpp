@@ -64,6 +64,8 @@ const char* action_name(alloc::TraceEntry::Action action) {
     case alloc::TraceEntry::FREE_COMPLETED: return "free_completed";
     case alloc::TraceEntry::SEGMENT_ALLOC: return "segment_alloc";
     case alloc::TraceEntry::SEGMENT_FREE: return "segment_free";
+    case alloc::TraceEntry::SEGMENT_MAP: return "segment_map";
+    case alloc::TraceEntry::SEGMENT_UNMAP: return "segment_unmap";
     case alloc::TraceEntry::OOM: return "oom";
   }
   return "unknown";
@@ -101,7 +103,7 @@ py::dict snapshot_dict() {
     s["stream"] = reinterpret_cast<uintptr_t>(segment.stream);
     s["segment_type"] = segment.is_large ? "large" : "small";
     s["segment_pool_id"] = py::make_tuple(segment.owner_private_pool_id.first, segment.owner_private_pool_id.second);
-    s["is_expandable"] = false;
+    s["is_expandable"] = segment.is_expandable;
     s["frames"] = frames.of(segment.context_when_allocated);
     py::list blocks;
     uintptr_t address = segment.address;

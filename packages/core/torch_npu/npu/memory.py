@@ -13,6 +13,8 @@ import time
 import warnings
 from typing import Any, Iterator, Literal
 
+import torch
+
 from .. import _C
 from ._device import _DeviceLike, _get_device_index
 
@@ -292,6 +294,85 @@ def caching_allocator_delete(mem_ptr: int) -> None:
     _C._npu_caching_allocator_delete(int(mem_ptr))
 
 
+def erase_stream(tensor: torch.Tensor, stream: torch.Stream) -> None:
+    """Removes the use of ``tensor``'s memory on ``stream`` that
+    ``tensor.record_stream(stream)`` added (torch_npu.erase_stream): once
+    freed, the memory is reused at once instead of after the work queued on
+    ``stream``. Nothing happens if ``stream`` was not recorded.
+
+    Only safe when the work that uses the memory afterwards is ordered after
+    ``stream``'s work, e.g. the allocating stream waited for an event
+    recorded on ``stream`` (what ``Work.wait()`` of a collective does);
+    otherwise that work may overwrite memory ``stream`` still reads.
+
+    Raises TypeError for a non-tensor or non-stream, RuntimeError when the
+    stream is not on the tensor's npu device or the memory was not allocated
+    by the caching allocator.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"erase_stream: tensor must be a torch.Tensor, got {type(tensor).__name__}")
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"erase_stream: stream must be a torch.npu.Stream, got {type(stream).__name__}")
+    if tensor.device.type != "npu":
+        raise RuntimeError(f"erase_stream: the tensor is on {tensor.device}, not on an npu device")
+    _C._npu_erase_stream(tensor, stream.stream_id, stream.device_index, stream.device_type)
+
+
+class NPUPluggableAllocator:
+    """An allocator of npu tensor memory from two C functions in a shared
+    library, as torch.cuda's CUDAPluggableAllocator:
+
+    .. code-block:: c
+
+        void* alloc_fn(ssize_t size, int device, aclrtStream stream);
+        void free_fn(void* ptr, ssize_t size, int device, aclrtStream stream);
+
+    ``free_fn`` gets back the size, device and stream ``alloc_fn`` was called
+    with. Install it with :func:`change_current_allocator` before the first
+    npu tensor is allocated (Note [Pluggable allocators],
+    NPUPluggableAllocator.h).
+
+    Raises FileNotFoundError when ``path_to_so_file`` does not exist,
+    OSError when it cannot be loaded, AttributeError when it lacks a symbol.
+    """
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str) -> None:
+        import ctypes
+
+        path = os.fspath(path_to_so_file)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"NPUPluggableAllocator: no shared library at {path!r}")
+        try:
+            library = ctypes.CDLL(path)
+        except OSError as e:
+            raise OSError(f"NPUPluggableAllocator: cannot load {path!r}: {e}") from e
+        addresses = []
+        for role, name in (("allocation", alloc_fn_name), ("free", free_fn_name)):
+            try:
+                function = getattr(library, name)
+            except AttributeError:
+                raise AttributeError(
+                    f"NPUPluggableAllocator: {path!r} has no {role} function {name!r} (is it "
+                    f"declared extern \"C\" and exported?)") from None
+            addresses.append(ctypes.cast(function, ctypes.c_void_p).value)
+        self._library = library  # keeps the library loaded
+        self._allocator = _C._npu_customAllocator(*addresses)
+
+    def allocator(self) -> Any:
+        """The underlying allocator object, for :func:`change_current_allocator`."""
+        return self._allocator
+
+
+def change_current_allocator(allocator: NPUPluggableAllocator) -> None:
+    """Makes ``allocator`` the allocator of npu tensors, for the rest of the
+    process. Raises RuntimeError if npu tensor memory was allocated already
+    or an allocator was installed before (Note [Pluggable allocators])."""
+    if not isinstance(allocator, NPUPluggableAllocator):
+        raise TypeError("change_current_allocator: expected a torch.npu.memory.NPUPluggableAllocator, "
+                        f"got {type(allocator).__name__}")
+    _C._npu_changeCurrentAllocator(allocator.allocator())
+
+
 def _set_allocator_settings(settings: str) -> None:
     """Changes the caching allocator's settings at run time.
 
@@ -303,8 +384,9 @@ def _set_allocator_settings(settings: str) -> None:
     every device take the new settings for their next requests; memory
     already cached stays where it is. An unknown key or a bad value raises
     RuntimeError naming the key and what it accepts, and changes nothing.
-    ``expandable_segments:True`` is accepted but not used yet (it warns
-    once).
+    ``expandable_segments:True`` makes new memory grow one virtual range per
+    stream (Note [Expandable segments], NPUCachingAllocator.h); switched at
+    run time it applies to memory allocated from then on.
 
     Example: ``torch.npu.memory._set_allocator_settings("expandable_segments:True")``.
     """
