@@ -120,6 +120,7 @@ at::Tensor resizable_cpu_alias(const at::Tensor& t) {
 
 void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::Device device,
               const c10_npu::NPUStream& stream, Stack* stack) {
+  reissue_deferred_warnings(); // Note [Warnings of queued work]
   const auto& schema = target.op.schema();
   struct State {
     std::vector<IValue> results;
