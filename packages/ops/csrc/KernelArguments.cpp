@@ -4,7 +4,6 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <mutex>
@@ -163,15 +162,6 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
       signature.add(0x5500 + ordinal);
     }
   }
-  // The extent integers are compared with: the last dimension of the first
-  // tensor argument (none: every positive integer is within).
-  int64_t extent = INT64_MAX;
-  for (const IValue& arg : args) {
-    if (arg.isTensor() && arg.toTensor().defined()) {
-      extent = arg.toTensor().dim() > 0 ? arg.toTensor().size(-1) : INT64_MAX;
-      break;
-    }
-  }
   for (const IValue& arg : args) {
     if (arg.isTensor() || arg.isTensorList() || arg.isList()) {
       bool any = false;
@@ -200,12 +190,11 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
       signature.add(bits[0]);
       signature.add(bits[1]);
     } else if (arg.isInt()) {
-      // By sign and extent only: kernels refuse negative or zero counts
-      // (multinomial's num_samples, a negative length) and counts beyond
-      // the input's extent (more samples than categories), while the values
-      // themselves are sizes and dims, which the meta kernel checks.
+      // By sign only: kernels refuse negative or zero counts (multinomial's
+      // num_samples, a negative length), while the values themselves are
+      // sizes and dims, which the meta kernel checks.
       const int64_t value = arg.toInt();
-      signature.add(0x40 + (value < 0 ? 0 : value == 0 ? 1 : value <= extent ? 2 : 3));
+      signature.add(0x40 + (value < 0 ? 0 : value == 0 ? 1 : 2));
     } else {
       signature.add(0x44); // a device, generator, ...: present
     }

@@ -61,13 +61,11 @@ torch::jit::Stack as_stack(const std::vector<c10::IValue>& args, size_t count = 
 // What decides whether the CPU kernel of a call can fail (Note [Errors at
 // the call]): the op; each tensor's dtype, layout, rank and emptiness; and
 // the arguments checked by value (booleans, strings, dtypes, floating-point
-// scalars such as uniform_'s bounds), integers by sign and by whether they
-// exceed the last dimension of the first tensor (kernels compare counts with
-// the input's extent: multinomial refuses more samples than categories
-// without replacement, and its meta kernel does not). Sizes and integer
+// scalars such as uniform_'s bounds), integers by sign. Sizes and integer
 // values are left out: the meta kernel checks shapes and dims, and keying on
-// them would verify every new shape again. So are the hyper-parameters of
-// the optimizer kernels (_fused_*, _foreach_*), which change every step.
+// them would verify every new shape again (the few kernel checks that
+// compare sizes are made on the host: ArgumentChecks.cpp). So are the hyper-parameters of the optimizer kernels
+// (_fused_*, _foreach_*), which change every step.
 uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
 
 } // namespace torch_npu_ops

@@ -1,6 +1,7 @@
 """Note [Errors at the call] (csrc/CallVerification.h): argument errors that
 only the CPU kernel checks are raised at the call, also after calls of the
-same kind ran cleanly."""
+same kind ran cleanly (csrc/ArgumentChecks.cpp), and the kernels' warnings
+reach Python's warnings (Note [Warnings of queued work])."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ def test_multinomial_refuses_more_samples_than_categories_at_the_call_after_a_cl
         torch.multinomial(probabilities, 3)
     torch.npu.synchronize()  # nothing left to raise
     assert torch.multinomial(probabilities, 3, replacement=True).shape == (3,)
+
+
+def test_multinomial_refuses_more_than_2_to_the_24_categories_at_the_call_after_a_clean_call():
+    # The size is no part of the call's signature: checked on the host
+    # (csrc/ArgumentChecks.cpp).
+    torch.multinomial(torch.ones(8).npu(), 3)
+    torch.npu.synchronize()
+    with pytest.raises(RuntimeError, match=r"number of categories cannot exceed 2\^24"):
+        torch.multinomial(torch.ones(2**24 + 1).npu(), 3)
+    torch.npu.synchronize()
 
 
 # Note [Warnings of queued work] (csrc/CallVerification.h). Run in a fresh
