@@ -3,6 +3,8 @@
 #include <atomic>
 #include <mutex>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGraphsUtils.h"
@@ -43,9 +45,54 @@ bool is_verified(uint64_t signature) {
   return true;
 }
 
+// Note [Warnings of queued work]: warnings of queued kernels, with their
+// signatures, until the host re-issues them.
+constexpr size_t kMaxDeferredWarnings = 256;
+
+std::mutex g_deferred_mutex;
+std::vector<std::pair<uint64_t, c10::Warning>> g_deferred;
+std::atomic<bool> g_any_deferred{false};
+
 } // namespace
 
+void DeferWarnings::process(const c10::Warning& warning) {
+  {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    if (g_deferred.size() < kMaxDeferredWarnings) {
+      g_deferred.emplace_back(signature_, warning);
+      g_any_deferred.store(true, std::memory_order_release);
+      return;
+    }
+  }
+  previous_->process(warning); // too many pending: to stderr, as before
+}
+
+void reissue_deferred_warnings() {
+  if (C10_LIKELY(!g_any_deferred.load(std::memory_order_acquire))) {
+    return;
+  }
+  std::vector<std::pair<uint64_t, c10::Warning>> deferred;
+  {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    deferred.swap(g_deferred);
+    g_any_deferred.store(false, std::memory_order_relaxed);
+  }
+  {
+    // Their signatures are verified again: their next calls warn at the
+    // call (if they still warn).
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (const auto& entry : deferred) {
+      g_verified.erase(entry.first);
+    }
+    g_generation.fetch_add(1, std::memory_order_acq_rel); // every thread's copy
+  }
+  for (const auto& entry : deferred) {
+    c10::warn(entry.second); // on the host: Python's warnings
+  }
+}
+
 std::shared_ptr<CallVerification> verification_for(uint64_t signature) {
+  reissue_deferred_warnings();
   if (!c10_npu::launch_blocking() && is_verified(signature)) {
     return nullptr;
   }

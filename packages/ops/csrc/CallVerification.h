@@ -16,6 +16,27 @@
 // signature ran cleanly, its launches are queued as usual. Only errors that
 // depend on the data (an index out of range) can then surface later, at a
 // synchronization that names the op and the Python line that launched it.
+//
+// Note [Warnings of queued work]
+// A CPU kernel's warnings (TORCH_WARN) go to the warning handler of the
+// thread it runs on. A queued kernel runs on the stream's worker, whose
+// handler prints to stderr: Python's warnings machinery (filters,
+// warnings.catch_warnings, pytest.warns, -W error) never saw them, where on
+// the CPU each call warns. Two mechanisms bring them to the host:
+// - A signature whose verified run warned is not recorded as clean (its
+//   warnings are raised at the call, as its errors are), so its next call is
+//   verified again, as long as it warns. Warnings that follow from the
+//   signature (var's "degrees of freedom is <= 0" for a shape, deprecated
+//   arguments) are therefore raised at every call, as on the CPU, at the
+//   cost of waiting for those calls only. A warning the kernel gives once per
+//   process (TORCH_WARN_ONCE) leaves its signature clean from the next call.
+// - A queued kernel that warns all the same (the warning depends on what the
+//   signature leaves out: sizes, values) leaves the warning in a process-wide
+//   list (DeferWarnings), and its signature is verified again from its next
+//   call. The next launch of an op by the host re-issues the listed
+//   warnings, with their message and type, to Python's warnings: one op
+//   late, attributed to that op's line. Beyond kMaxDeferredWarnings pending
+//   ones, they go to stderr as before.
 #pragma once
 
 #include <cstdint>
@@ -77,12 +98,39 @@ class CollectWarnings final : public c10::WarningHandler {
   c10::WarningHandler* previous_;
 };
 
+// While alive on a thread running queued work of `signature` (no
+// verification): defers the warnings emitted there to the host (Note
+// [Warnings of queued work]).
+class DeferWarnings final : public c10::WarningHandler {
+ public:
+  explicit DeferWarnings(uint64_t signature)
+      : signature_(signature), previous_(c10::WarningUtils::get_warning_handler()) {
+    c10::WarningUtils::set_warning_handler(this);
+  }
+  ~DeferWarnings() override {
+    c10::WarningUtils::set_warning_handler(previous_);
+  }
+  DeferWarnings(const DeferWarnings&) = delete;
+  DeferWarnings& operator=(const DeferWarnings&) = delete;
+  void process(const c10::Warning& warning) override;
+
+ private:
+  uint64_t signature_;
+  c10::WarningHandler* previous_;
+};
+
+// Re-issues the deferred warnings on the calling (host) thread, and has
+// their signatures verified again. Cheap when there are none (one load).
+void reissue_deferred_warnings();
+
 // A fresh verification slot when the signature has not run cleanly yet (or
-// every launch must be checked: ASCEND_LAUNCH_BLOCKING=1), else null.
+// every launch must be checked: ASCEND_LAUNCH_BLOCKING=1), else null. First
+// re-issues deferred warnings (Note [Warnings of queued work]).
 std::shared_ptr<CallVerification> verification_for(uint64_t signature);
 
-// After the launch: waits for the kernel (`synchronize`), then rethrows its
-// exception, or records the signature as clean.
+// After the launch: waits for the kernel (`synchronize`), re-issues its
+// warnings, then rethrows its exception, or records the signature as clean
+// if it did not warn.
 template <typename Sync>
 void finish_verification(const std::shared_ptr<CallVerification>& verification, uint64_t signature,
                          const Sync& synchronize);
@@ -91,11 +139,13 @@ void finish_verification(const std::shared_ptr<CallVerification>& verification, 
 void mark_verified(uint64_t signature);
 
 // `body` as device work that leaves its exception in `verification` (when
-// there is one) instead of failing the work.
+// there is one) instead of failing the work; without one, its warnings are
+// deferred to the host.
 template <typename Body>
-auto verified_work(std::shared_ptr<CallVerification> verification, Body body) {
-  return [verification = std::move(verification), body = std::move(body)]() mutable {
+auto verified_work(std::shared_ptr<CallVerification> verification, uint64_t signature, Body body) {
+  return [verification = std::move(verification), signature, body = std::move(body)]() mutable {
     if (verification == nullptr) {
+      const DeferWarnings warnings(signature);
       body();
       return;
     }
@@ -118,7 +168,9 @@ void finish_verification(const std::shared_ptr<CallVerification>& verification, 
   if (verification->error) {
     std::rethrow_exception(verification->error);
   }
-  mark_verified(signature);
+  if (verification->warnings.empty()) {
+    mark_verified(signature); // one that warns is verified again next time
+  }
 }
 
 } // namespace torch_npu_ops

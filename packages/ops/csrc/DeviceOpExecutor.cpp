@@ -137,7 +137,7 @@ void launch_kernel(const ExecutionPlan& plan, const std::vector<IValue>& args, c
         .grad_enabled = c10::GradMode::is_enabled(),
     };
     c10_npu::launch_host_work(
-        stream, target_schema.name().c_str(), verified_work(verification, std::move(work)), std::move(site));
+        stream, target_schema.name().c_str(), verified_work(verification, signature, std::move(work)), std::move(site));
   } else {
     // Computed before cpu_args moves into the work item.
     auto out_args = out_argument_geometry(target_schema, cpu_args);
@@ -155,7 +155,7 @@ void launch_kernel(const ExecutionPlan& plan, const std::vector<IValue>& args, c
         .grad_enabled = c10::GradMode::is_enabled(),
     };
     c10_npu::launch_host_work(
-        stream, target_schema.name().c_str(), verified_work(verification, std::move(work)), std::move(site));
+        stream, target_schema.name().c_str(), verified_work(verification, signature, std::move(work)), std::move(site));
   }
   if (verification != nullptr) {
     finish_verification(verification, signature, [&] { stream.synchronize(); });

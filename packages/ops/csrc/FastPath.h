@@ -198,11 +198,13 @@ struct DeviceWork {
   // Set for a call whose kernel the host waits for (Note [Errors at the
   // call]): the kernel's exception goes there, to be raised at the call.
   std::shared_ptr<CallVerification> verification;
+  uint64_t signature; // Note [Warnings of queued work]
 
   void operator()() {
     // Whatever the kernel allocates is device memory (KernelAllocator.h).
     KernelAllocationScope allocations;
     if (verification == nullptr) {
+      const DeferWarnings warnings(signature);
       run(std::index_sequence_for<Captures...>());
       return;
     }
@@ -279,7 +281,7 @@ void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args
   // ASCEND_LAUNCH_BLOCKING=1).
   c10_npu::launch_recycled_work<Work>(
       stream, name, c10_npu::WorkFlags::None, std::tuple<Captured<T>...>(capture(args)...),
-      launch_site_if_work_can_fail(args...), verification);
+      launch_site_if_work_can_fail(args...), verification, signature);
   count_fast_path();
   if (verification != nullptr) {
     finish_verification(verification, signature, [&] { stream.synchronize(); });

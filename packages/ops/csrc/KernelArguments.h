@@ -63,7 +63,8 @@ torch::jit::Stack as_stack(const std::vector<c10::IValue>& args, size_t count = 
 // the arguments checked by value (booleans, strings, dtypes, floating-point
 // scalars such as uniform_'s bounds), integers by sign. Sizes and integer
 // values are left out: the meta kernel checks shapes and dims, and keying on
-// them would verify every new shape again. So are the hyper-parameters of the optimizer kernels
+// them would verify every new shape again (the few kernel checks that
+// compare sizes are made on the host: ArgumentChecks.cpp). So are the hyper-parameters of the optimizer kernels
 // (_fused_*, _foreach_*), which change every step.
 uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
 

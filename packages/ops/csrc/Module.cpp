@@ -6,6 +6,7 @@
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
 #include "KernelAllocator.h"
+#include "OutputShapes.h"
 #include "PythonMetaWarmup.h"
 #include "SparseTensors.h"
 #include "aten/MissingKernelFallback.h"
@@ -32,6 +33,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_execution_counters", &torch_npu_ops::counters);
   m.def("_set_meta_kernels_ready", &torch_npu_ops::set_meta_kernels_ready);
+  m.def("_shaping_npu_outputs", &torch_npu_ops::shaping_npu_outputs);
   m.def("_sync_ops", &torch_npu_ops::sync_ops);
   m.def("_reset_execution_counters", &torch_npu_ops::reset_counters);
 }

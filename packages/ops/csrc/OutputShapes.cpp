@@ -21,6 +21,24 @@ namespace {
 
 constexpr size_t kMaxCacheEntries = 16384;
 
+// Note [Meta kernels shape the CPU kernel's outputs] (OutputShapes.h).
+thread_local bool t_shaping_npu_outputs = false;
+
+class ShapingNpuOutputs {
+ public:
+  ShapingNpuOutputs() : previous_(t_shaping_npu_outputs) {
+    t_shaping_npu_outputs = true;
+  }
+  ~ShapingNpuOutputs() {
+    t_shaping_npu_outputs = previous_;
+  }
+  ShapingNpuOutputs(const ShapingNpuOutputs&) = delete;
+  ShapingNpuOutputs& operator=(const ShapingNpuOutputs&) = delete;
+
+ private:
+  bool previous_;
+};
+
 template <typename T>
 void put(std::string& key, const T& value) {
   key.append(reinterpret_cast<const char*>(&value), sizeof(T));
@@ -173,6 +191,7 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
     // The kernel itself warns, where the CPU's would (at every call; this
     // runs once per geometry): the meta kernel's warnings are dropped.
     DropWarnings quiet;
+    const ShapingNpuOutputs shaping;
     target.op.redispatchBoxed(kernel_keys(stack, c10::BackendComponent::MetaBit), &stack);
   } catch (const std::exception&) {
     // No meta kernel, or one that needs the data.
@@ -207,6 +226,10 @@ bool returns_a_view(const c10::FunctionSchema& schema) {
 }
 
 } // namespace
+
+bool shaping_npu_outputs() {
+  return t_shaping_npu_outputs;
+}
 
 std::shared_ptr<const OutputSpec> infer_outputs(const TranslatedOp& target, const std::vector<c10::IValue>& args) {
   static std::mutex mutex;

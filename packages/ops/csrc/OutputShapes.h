@@ -34,4 +34,17 @@ using OutputSpec = std::vector<std::vector<TensorSpec>>;
 std::shared_ptr<const OutputSpec> infer_outputs(
     const TranslatedOp& target, const std::vector<c10::IValue>& args);
 
+// Note [Meta kernels shape the CPU kernel's outputs]
+// torch's Python meta kernels follow the kernel of the device their input
+// is on (torch._meta_registrations.device_hint): output layouts (linalg.eig's
+// column-major eigenvectors, the FFTs' strides, _linalg_svd's V) and some
+// checks differ between the CPU and CUDA kernels. A meta tensor says no
+// device, and device_hint takes CUDA's then. npu runs the CPU's kernels,
+// so while the executor shapes an npu op's outputs (infer_outputs, on the
+// launching thread) device_hint answers "cpu" for meta tensors; the plugin's
+// Python side installs that device_hint (torch_npu/ops/_device_tables.py),
+// which also answers "cpu" for fake tensors on npu (torch.compile's shape
+// propagation). Results then get the CPU's strides, as they would on the CPU.
+bool shaping_npu_outputs();
+
 } // namespace torch_npu_ops

@@ -1,5 +1,8 @@
 #include "SynchronousExecution.h"
 
+#include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/GradMode.h>
@@ -45,17 +48,36 @@ class ResultTransfers {
     if (is_sparse_layout(result)) {
       return sparse_with_members(result, device_, [&](const at::Tensor& m) { return to_npu(m); });
     }
-    // Keeps the result's strides when they are dense, as Tensor.to does.
-    at::Tensor npu = at::empty_like(result, result.options().device(device_));
+    at::Tensor npu = empty_with_geometry_of(result);
     copy(npu, result);
     return npu;
   }
 
-  // Queues the copy of `result` into the dense npu tensor `npu` (same sizes).
+  // Queues the copy of `result` into the npu tensor `npu` (same sizes).
   void copy(const at::Tensor& npu, const at::Tensor& result) {
     if (npu.numel() > 0) {
       copies_.emplace_back(cpu_alias(npu), result);
     }
+  }
+
+  // An npu tensor with `result`'s sizes, strides and storage offset, as the
+  // CPU returns it: npu results have the CPU's strides also where the CPU
+  // kernel returns a view into a larger buffer (linalg.lstsq's solution is
+  // the top rows of a column-major matrix, strides (1, rows of b)). A result
+  // that surely overlaps itself (expanded: a stride 0) gets dense memory
+  // instead, which the copy can write.
+  at::Tensor empty_with_geometry_of(const at::Tensor& result) const {
+    const auto options = result.options().device(device_);
+    if (result.is_non_overlapping_and_dense() || result.numel() == 0 ||
+        at::has_internal_overlap(result) == at::MemOverlap::Yes) {
+      return at::empty_like(result, options); // dense strides kept, as Tensor.to keeps them
+    }
+    const size_t nbytes = at::detail::computeStorageNbytes(result.sizes(), result.strides(), result.element_size(),
+                                                           result.storage_offset());
+    const int64_t elements = static_cast<int64_t>(nbytes / result.element_size());
+    at::Tensor npu = at::empty({elements}, options);
+    npu.unsafeGetTensorImpl()->set_sizes_and_strides(result.sizes(), result.strides(), result.storage_offset());
+    return npu;
   }
 
   void launch(const c10_npu::NPUStream& stream, const char* name) {
@@ -98,6 +120,7 @@ at::Tensor resizable_cpu_alias(const at::Tensor& t) {
 
 void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::Device device,
               const c10_npu::NPUStream& stream, Stack* stack) {
+  reissue_deferred_warnings(); // Note [Warnings of queued work]
   const auto& schema = target.op.schema();
   struct State {
     std::vector<IValue> results;
@@ -178,8 +201,16 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
         set_sparse_members(npu_out, transfers.to_npu(out));
       } else if (out.defined() && npu_out.defined() &&
                  (out.data_ptr() != c10_npu::host_access(npu_out.data_ptr()) || !out.sizes().equals(npu_out.sizes()))) {
-        npu_out.resize_(out.sizes());
-        transfers.copy(npu_out, out);
+        if (out.is_contiguous()) {
+          npu_out.resize_(out.sizes()); // reuses the npu memory when it is large enough, as the CPU's resize_
+          transfers.copy(npu_out, out);
+        } else {
+          // The kernel restrided it (linalg.lstsq.out sets its solution to
+          // a view of a larger column-major buffer): the npu argument takes
+          // the same geometry, as the CPU's does.
+          const at::Tensor npu = transfers.to_npu(out);
+          npu_out.set_(npu.storage(), npu.storage_offset(), npu.sizes(), npu.strides());
+        }
       }
       stack->push_back(args[alias]);
       continue;

@@ -118,6 +118,7 @@ def test_two_streams_with_real_compute_are_ordered_by_events():
 
 def test_error_in_device_work_names_the_op_at_the_next_sync():
     x = torch.arange(4.0).npu()
+    x.index_select(0, torch.tensor([1]).npu())  # a verified signature (Note [Errors at the call])
     bad = torch.tensor([7]).npu()
     y = x.index_select(0, bad)  # queued: the index is checked by the kernel
     line = inspect.currentframe().f_lineno - 1
@@ -149,6 +150,7 @@ def test_asynchronous_errors_name_the_user_line_not_torch_internals():
 
 def test_errors_of_work_launched_by_another_python_thread_name_its_line():
     x = torch.arange(4.0).npu()
+    x.index_select(0, torch.tensor([1]).npu())  # a verified signature (Note [Errors at the call])
     messages = []
 
     def worker():

@@ -16,6 +16,41 @@ def install() -> None:
     """Adds the npu entries (idempotent; a torch without a table is left alone)."""
     backend = torch._C._get_privateuse1_backend_name()
     _linear_cross_entropy(backend)
+    _meta_device_hint(backend)
+
+
+def _meta_device_hint(backend: str) -> None:
+    # Note [Meta kernels shape the CPU kernel's outputs] (csrc/OutputShapes.h):
+    # torch's Python meta kernels lay out their outputs (and choose some
+    # checks) as the kernel of device_hint(input) would; for a plain meta
+    # tensor that is CUDA's. They are looked up in the module at each call
+    # (also by torch._refs), so replacing the module's function reaches them.
+    try:
+        from torch import _meta_registrations as registrations
+    except ImportError:  # a torch without Python meta kernels
+        return
+    hint = getattr(registrations, "device_hint", None)
+    if not callable(hint) or getattr(hint, "_npu_as_cpu", False):
+        return
+    from . import _C
+
+    shaping_npu_outputs = _C._shaping_npu_outputs
+
+    def device_hint(tensor) -> str:
+        device = hint(tensor)
+        if device == backend:
+            return "cpu"  # a fake tensor on npu
+        if (
+            device == "cuda"
+            and shaping_npu_outputs()
+            and getattr(getattr(tensor, "device", None), "type", None) == "meta"
+            and not isinstance(tensor, torch._subclasses.FakeTensor)
+        ):
+            return "cpu"  # the generic executor shaping an npu op's outputs
+        return device
+
+    device_hint._npu_as_cpu = True  # type: ignore[attr-defined]
+    registrations.device_hint = device_hint
 
 
 def _linear_cross_entropy(backend: str) -> None:

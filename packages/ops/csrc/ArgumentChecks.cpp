@@ -1,0 +1,54 @@
+// Argument checks of CPU kernels that their meta kernels lack and that call
+// signatures cannot foresee, run on the host at the call.
+//
+// Note [Errors at the call] raises a CPU kernel's argument errors at the
+// call by waiting for the first call of each signature. A check that
+// compares a size with a limit is invisible to the signature (it leaves
+// sizes out), so once a signature ran cleanly such an error would surface
+// at a later synchronization. The few such checks are repeated here, before
+// the op goes on to the generic executor, with the CPU's messages; where an
+// earlier check of the CPU kernel would fail first, the kernel is left to
+// raise that one.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <cstdint>
+
+#include "DeviceOpExecutor.h"
+
+namespace torch_npu_ops {
+namespace {
+
+// multinomial (and .out): the CPU kernel refuses more categories than a
+// float32 counts exactly, and more samples than categories without
+// replacement; the meta kernel checks neither.
+void multinomial_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  const c10::IValue& self = (*stack)[first];
+  const c10::IValue& num_samples = (*stack)[first + 1];
+  const c10::IValue& replacement = (*stack)[first + 2];
+  if (self.isTensor() && num_samples.isInt() && replacement.isBool()) {
+    const at::Tensor& probabilities = self.toTensor();
+    const int64_t n_sample = num_samples.toInt();
+    if ((probabilities.dim() == 1 || probabilities.dim() == 2) && at::isFloatingType(probabilities.scalar_type()) &&
+        n_sample > 0) {
+      const int64_t n_categories = probabilities.size(-1);
+      TORCH_CHECK(replacement.toBool() || n_sample <= n_categories,
+                  "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+      constexpr int64_t kFloat32MaxConsecutiveInt = int64_t{1} << 24;
+      TORCH_CHECK(n_categories <= kFloat32MaxConsecutiveInt, "number of categories cannot exceed 2^24");
+    }
+  }
+  run_on_npu(op, stack);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("multinomial", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
+  m.impl("multinomial.out", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
+}
+
+} // namespace torch_npu_ops

@@ -1,0 +1,75 @@
+"""Note [Errors at the call] (csrc/CallVerification.h): argument errors that
+only the CPU kernel checks are raised at the call, also after calls of the
+same kind ran cleanly (csrc/ArgumentChecks.cpp), and the kernels' warnings
+reach Python's warnings (Note [Warnings of queued work])."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch_npu  # noqa: F401
+
+
+def test_multinomial_refuses_more_samples_than_categories_at_the_call_after_a_clean_call():
+    probabilities = torch.tensor([0.3, 0.7]).npu()
+    torch.multinomial(probabilities, 2)  # a clean call: its kind is verified
+    torch.npu.synchronize()
+    with pytest.raises(RuntimeError, match=r"cannot sample n_sample > prob_dist.size\(-1\) samples without replacement"):
+        torch.multinomial(probabilities, 3)
+    torch.npu.synchronize()  # nothing left to raise
+    assert torch.multinomial(probabilities, 3, replacement=True).shape == (3,)
+
+
+def test_multinomial_refuses_more_than_2_to_the_24_categories_at_the_call_after_a_clean_call():
+    # The size is no part of the call's signature: checked on the host
+    # (csrc/ArgumentChecks.cpp).
+    torch.multinomial(torch.ones(8).npu(), 3)
+    torch.npu.synchronize()
+    with pytest.raises(RuntimeError, match=r"number of categories cannot exceed 2\^24"):
+        torch.multinomial(torch.ones(2**24 + 1).npu(), 3)
+    torch.npu.synchronize()
+
+
+# Note [Warnings of queued work] (csrc/CallVerification.h). Run in a fresh
+# process: which call signatures ran cleanly before is process-wide state.
+WARNINGS_SCRIPT = """
+    import warnings, torch, torch_npu
+
+    def warned(call):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        return sum("degrees of freedom is <= 0" in str(w.message) for w in caught)
+
+    one = torch.randn(1).npu()
+    # A kernel warning that follows from the call's signature: at every
+    # call, as on the CPU (on the stream's worker it went to stderr).
+    print("every call:", [warned(lambda: one.var()) for _ in range(4)])
+    # A warning the signature cannot foresee (it depends on the size): the
+    # first one reaches Python's warnings at the next launch, later calls
+    # warn at the call.
+    four, two = torch.randn(4, 3).npu(), torch.randn(1, 3).npu()
+    four.std(0), four.std(0)  # a clean signature
+    torch.npu.synchronize()
+    late = warned(lambda: (two.std(0), torch.npu.synchronize()))
+    print("late:", late, [warned(lambda: two.std(0)) for _ in range(3)])
+    # Warnings as errors (python -W error) raise at the call.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            one.var()
+            print("no error")
+        except UserWarning as error:
+            print("raised:", "degrees of freedom" in str(error))
+    torch.npu.synchronize()
+"""
+
+
+def test_kernel_warnings_reach_pythons_warnings_not_stderr(python_subprocess_env):
+    result = python_subprocess_env(WARNINGS_SCRIPT, {"TORCH_NPU_META_WARMUP": "0"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "every call: [1, 1, 1, 1]"
+    assert lines[1] == "late: 0 [2, 1, 1]"  # the deferred one with the next call's own
+    assert lines[2] == "raised: True"
+    assert "degrees of freedom" not in result.stderr
