@@ -71,11 +71,12 @@ def register() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
     from ._device import NPUDeviceOpOverrides, NPUInterface
+    from ._passes import DecomposeVarMean
     from ._scheduling import MLIRScheduling
     from ._wrapper import NPUWrapperCodegen
 
     _add_config_option()
     register_interface_for_device("npu", NPUInterface)
     register_device_op_overrides("npu", NPUDeviceOpOverrides())
-    register_backend_for_device("npu", MLIRScheduling, NPUWrapperCodegen)
+    register_backend_for_device("npu", MLIRScheduling, NPUWrapperCodegen, device_custom_pass=DecomposeVarMean())
     _registered = True

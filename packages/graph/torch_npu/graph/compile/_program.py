@@ -107,10 +107,51 @@ def _buffer_fx_map() -> dict[str, torch.fx.Node]:
         if node.op == "placeholder" and node.target in V.graph.graph_inputs:
             mapping[node.target] = node
     for buffer in V.graph.buffers:
-        fx = _origin_fx_node(buffer)
+        fx = _origin_fx_node(buffer) or _realized_view_origin(buffer)
         if fx is not None:
             mapping[buffer.get_name()] = fx
     return mapping
+
+
+def _realized_view_origin(buffer: Any) -> torch.fx.Node | None:
+    """The FX node of a buffer Inductor realized as a copy of a view (for an
+    extern kernel that needs a dense input): such a buffer has no
+    ``origin_node``, but its value is that of the last view of its origins.
+    Only that narrow case is matched; anything else stays unmapped."""
+    from torch._inductor import ir
+
+    if not isinstance(buffer, ir.ComputedBuffer) or not isinstance(buffer.data, ir.Pointwise):
+        return None
+    origins = set(getattr(buffer, "origins", ()))
+    # Sinks: origins no other origin uses; a multi-output op (an extern
+    # kernel's tuple) is read through getitem nodes, outside the origins.
+    sinks = [
+        n for n in origins
+        if not any(u in origins for u in n.users) and not isinstance(n.meta.get("val"), (tuple, list))
+    ]
+    if len(sinks) != 1 or sinks[0].op != "call_function" or _op_name(sinks[0]) not in _VIEW_OPS:
+        return None
+    value = sinks[0].meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dtype != buffer.get_dtype():
+        return None
+    if list(value.shape) != list(buffer.get_size()):
+        return None
+    return sinks[0]
+
+
+def _call(node: torch.fx.Node, args: list[str]) -> str:
+    """The source of one op's call, with the rewrites torch-mlir needs."""
+    target = node.target
+    name = f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
+    exponent = node.args[1] if target is torch.ops.aten.pow.Tensor_Scalar and not node.kwargs else None
+    if isinstance(exponent, (int, float)) and not isinstance(exponent, bool) and exponent in (2, 3, 4):
+        # torch-mlir turns an integral exponent into math.fpowi, which MLIR's
+        # LLVM lowering rejects once vectorised: small powers are products.
+        return "torch.ops.aten.mul.Tensor(" * (int(exponent) - 1) + args[0] + f", {args[0]})" * (int(exponent) - 1)
+    if target._opname == "fma" and len(args) == 3:
+        # torch-mlir has no lowering for prims.fma.
+        return f"torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor({args[0]}, {args[1]}), {args[2]})"
+    return f"{name}({', '.join(args)})"
 
 
 def build_program(snodes: Iterable[Any], output_names: list[str], read_names: list[str]) -> Program:
@@ -177,8 +218,7 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             raise UnmappableGroup(f"{n.format_node()} is not an aten op")
         args = [printer.value(a, names) for a in n.args]
         args += [f"{k}={printer.value(v, names)}" for k, v in n.kwargs.items()]
-        ns = n.target.namespace
-        lines.append(f"    v{i} = torch.ops.{ns}.{n.target._opname}.{n.target._overloadname}({', '.join(args)})")
+        lines.append(f"    v{i} = {_call(n, args)}")
         if _op_name(n) not in _VIEW_OPS and _op_name(n) not in op_names:
             op_names.append(_op_name(n))
     symbols = list(printer.symbols)
