@@ -62,6 +62,10 @@ def _origin_fx_node(buffer: Any) -> torch.fx.Node | None:
     return node
 
 
+def _is_symbolic(node: torch.fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float))
+
+
 def _op_name(node: torch.fx.Node) -> str:
     target = node.target
     if isinstance(target, torch._ops.OpOverload):
@@ -81,6 +85,8 @@ class _Printer:
 
     def value(self, a: Any, names: dict[torch.fx.Node, str]) -> str:
         if isinstance(a, torch.fx.Node):
+            if _is_symbolic(a):
+                return self.value(a.meta["val"], names)
             return names[a]
         if isinstance(a, (list, tuple)):
             inner = ", ".join(self.value(x, names) for x in a)
@@ -101,7 +107,18 @@ class _Printer:
 
 
 def _buffer_fx_map() -> dict[str, torch.fx.Node]:
-    """Buffer or graph-input name -> the FX node whose value it holds."""
+    """Buffer or graph-input name -> the FX node whose value it holds
+    (kept on the graph while its buffers do not change: the scheduler asks
+    for every pair of nodes it considers fusing)."""
+    cached = getattr(V.graph, "_npu_buffer_fx_map", None)
+    if cached is not None and cached[0] == len(V.graph.buffers):
+        return cached[1]
+    mapping = _compute_buffer_fx_map()
+    V.graph._npu_buffer_fx_map = (len(V.graph.buffers), mapping)
+    return mapping
+
+
+def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
     mapping: dict[str, torch.fx.Node] = {}
     for node in V.graph.module.graph.nodes:
         if node.op == "placeholder" and node.target in V.graph.graph_inputs:
@@ -144,10 +161,14 @@ def _call(node: torch.fx.Node, args: list[str]) -> str:
     target = node.target
     name = f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
     exponent = node.args[1] if target is torch.ops.aten.pow.Tensor_Scalar and not node.kwargs else None
-    if isinstance(exponent, (int, float)) and not isinstance(exponent, bool) and exponent in (2, 3, 4):
+    if isinstance(exponent, (int, float)) and not isinstance(exponent, bool) and exponent in (1, 2, 3, 4, -1, -2):
         # torch-mlir turns an integral exponent into math.fpowi, which MLIR's
         # LLVM lowering rejects once vectorised: small powers are products.
-        return "torch.ops.aten.mul.Tensor(" * (int(exponent) - 1) + args[0] + f", {args[0]})" * (int(exponent) - 1)
+        power = abs(int(exponent))
+        product = "torch.ops.aten.mul.Tensor(" * (power - 1) + args[0] + f", {args[0]})" * (power - 1)
+        if power == 1:
+            product = f"torch.ops.aten.mul.Tensor({args[0]}, 1)"
+        return product if exponent > 0 else f"torch.ops.aten.reciprocal.default({product})"
     if target._opname == "fma" and len(args) == 3:
         # torch-mlir has no lowering for prims.fma.
         return f"torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor({args[0]}, {args[1]}), {args[2]})"
@@ -178,7 +199,9 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     done: set[torch.fx.Node] = set()
 
     def need(n: torch.fx.Node, depth: int = 0) -> None:
-        if n in done:
+        if n in done or _is_symbolic(n):
+            # a size (a SymInt placeholder or sym_size): printed as its
+            # expression, whose symbols become the kernel's size arguments
             return
         if depth > 2000:
             raise UnmappableGroup("program too deep")

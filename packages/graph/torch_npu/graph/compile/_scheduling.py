@@ -58,7 +58,10 @@ class MLIRScheduling(BaseScheduling):
     """Fuses Inductor's pointwise and reduction nodes into groups and emits
     one ``mlir_fused_<ops>_<n>`` kernel per group."""
 
-    _kernel_counter = itertools.count()
+    def __init__(self, scheduler: Any) -> None:
+        super().__init__(scheduler)
+        # Kernel numbers restart with each graph's wrapper module.
+        self._kernel_counter = itertools.count()
 
     def get_backend_features(self, device: torch.device) -> Any:
         from torch.utils._ordered_set import OrderedSet
