@@ -27,14 +27,20 @@ def chain(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return x + 2.0
 
 
-def timed(fn, sync, iters: int) -> float:
-    fn()
-    sync()
-    start = time.perf_counter()
-    for _ in range(iters):
+def timed(fn, sync, iters: int, repeats: int = 5, warmup: int = 3) -> float:
+    """Seconds per call: the best of ``repeats`` runs of ``iters`` calls (the
+    machine is shared; the best run is the least disturbed one)."""
+    for _ in range(warmup):
         fn()
     sync()
-    return (time.perf_counter() - start) / iters
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - start) / iters)
+    return best
 
 
 def pointwise() -> None:

@@ -201,6 +201,27 @@ def test_recompile_limit_message():
             fn(_npu(3))
 
 
+_NO_MLIR = """
+import sys, warnings
+sys.modules["torch_mlir"] = None  # as if torch-mlir were not installed
+import torch, torch_npu
+from torch_npu.graph.compile import NPUKernelFallbackWarning
+x = torch.arange(6., device="npu")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    out = torch.compile(lambda x: x * 3 + 1)(x)
+assert torch.equal(out.cpu(), (x * 3 + 1).cpu())
+print([str(w.message) for w in caught if issubclass(w.category, NPUKernelFallbackWarning)])
+"""
+
+
+def test_without_torch_mlir_kernels_run_eagerly_with_a_warning(tmp_path):
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), TORCHINDUCTOR_FX_GRAPH_CACHE="0")
+    result = subprocess.run([sys.executable, "-c", _NO_MLIR], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "npu kernel mlir_fused_mul_add_0: MLIR cannot compile it (torch-mlir is not installed" in result.stdout
+
+
 _WARM = """
 import torch, torch_npu
 from torch_npu.graph import compile as npu_compile

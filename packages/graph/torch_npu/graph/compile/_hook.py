@@ -69,5 +69,12 @@ def install() -> None:
         module = sys.modules.get(name)
         if module is not None and hasattr(module, function_name):
             _wrap(module, function_name)
+    interfaces = sys.modules.get("torch._dynamo.device_interface")
+    if getattr(interfaces, "_device_initialized", False):
+        # Dynamo looked up its devices already and will not call
+        # init_device_reg again.
+        from . import register
+
+        register()
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())

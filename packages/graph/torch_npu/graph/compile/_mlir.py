@@ -42,7 +42,7 @@ import torch
 
 PIPELINE = (
     "builtin.module("
-    "func.func(linalg-fuse-elementwise-ops),"
+    "func.func(linalg-fuse-elementwise-ops,math-expand-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
     "buffer-deallocation-pipeline,"
