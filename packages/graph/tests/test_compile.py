@@ -251,3 +251,30 @@ def test_warm_cache_and_corrupt_entry(tmp_path):
         f.write(b"corrupt!")
     assert _run_child(cache) == [1, 0, 1]  # detected, rebuilt
     assert _run_child(cache) == [0, 1, 0]
+
+
+@needs_mlir
+def test_strided_inputs():
+    # a transposed input and a slice reach the kernel as strided views; the
+    # kernel takes dense copies (MLIR's memrefs have the identity layout)
+    x, y = _npu(24, 16), _npu(16, 48)
+    _check(lambda a, b: (a * 2 + b).exp(), x.t(), y[:, ::2], atol=1e-5, rtol=1e-5)
+
+
+@needs_mlir
+def test_kernel_items_run_many_times():
+    # Note [Device work items run many times]: a kernel's work item may run
+    # again (graph replays); its result must not change.
+    import torch_npu
+
+    x = _npu(32)
+    fn = torch.compile(lambda x: (x * 3).sin() + x)
+    expected = fn(x)
+    torch.npu.synchronize()
+    torch_npu._C._set_work_runs_for_testing(3)
+    try:
+        out = fn(x)
+        torch.npu.synchronize()
+    finally:
+        torch_npu._C._set_work_runs_for_testing(1)
+    torch.testing.assert_close(out, expected)

@@ -130,20 +130,28 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
         def forward(self, *inputs: torch.Tensor) -> Any:
             return module_fn(*inputs)
 
+    # MLIR's diagnostics go into the error message (or nowhere, for the
+    # remarks of passes that succeed) instead of stderr.
+    diagnostics: list[str] = []
     try:
         module = fx.export_and_import(_Program(), *example_inputs,
                                       output_type=OutputType.LINALG_ON_TENSORS, func_name=_FUNC)
+
+        def collect(diagnostic: Any) -> bool:
+            diagnostics.append(str(diagnostic.message))
+            return True
+
+        module.context.attach_diagnostic_handler(collect)
         with module.context:
             for op in module.body.operations:
                 op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             PassManager.parse(PIPELINE).run(module.operation)
         engine = ExecutionEngine(module, opt_level=3, enable_object_dump=True)
         engine.dump_to_object_file(object_path)
-    except MLIRUnavailable:
-        raise
     except Exception as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise MLIRCompileError(first_line) from e
+        detail = f": {diagnostics[-1]}" if diagnostics else ""
+        raise MLIRCompileError(first_line + detail) from e
 
 
 def _link(object_path: str, library_path: str) -> None:
