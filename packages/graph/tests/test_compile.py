@@ -222,6 +222,23 @@ def test_without_torch_mlir_kernels_run_eagerly_with_a_warning(tmp_path):
     assert "npu kernel mlir_fused_mul_add_0: MLIR cannot compile it (torch-mlir is not installed" in result.stdout
 
 
+_OPTION_FIRST = """
+import torch, torch_npu
+x = torch.arange(4., device="npu")
+out = torch.compile(lambda x: x * 2, options={"npu_backend": "eager"})(x)
+assert torch.equal(out.cpu(), (x * 2).cpu())
+print("ok")
+"""
+
+
+def test_npu_backend_option_in_a_fresh_process():
+    # the option exists before torch.compile checks its options, i.e. before
+    # Dynamo or Inductor have looked up any device
+    result = subprocess.run([sys.executable, "-c", _OPTION_FIRST], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "ok"
+
+
 _WARM = """
 import torch, torch_npu
 from torch_npu.graph import compile as npu_compile

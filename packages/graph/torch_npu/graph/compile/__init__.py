@@ -53,8 +53,12 @@ def kernel_stats() -> dict[str, float]:
 
 
 def _add_config_option() -> None:
-    from torch._inductor import config
+    import sys
+
     from torch.utils._config_module import _Config, _ConfigEntry
+
+    # From sys.modules: called while the import hook loads the module too.
+    config = sys.modules["torch._inductor.config"]
 
     if "npu_backend" in config._config:
         return
@@ -74,6 +78,8 @@ def register() -> None:
     from ._passes import DecomposeVarMean
     from ._scheduling import MLIRScheduling
     from ._wrapper import NPUWrapperCodegen
+
+    import torch._inductor.config  # noqa: F401
 
     _add_config_option()
     register_interface_for_device("npu", NPUInterface)

@@ -7,7 +7,8 @@ their import cycles. So the plugin only installs an import hook: when
 loaded, the function each calls before its first device lookup
 (``init_device_reg``, ``init_backend_registration``) is wrapped so that it
 also runs :func:`torch_npu.graph.compile.register`, by then with both
-packages fully imported.
+packages fully imported; and when ``torch._inductor.config`` is loaded, the
+``npu_backend`` option is added to it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ import importlib.machinery
 import sys
 from types import ModuleType
 from typing import Any, Callable, Sequence
+
+# Inductor's config: the npu_backend option must exist before torch.compile
+# checks its options, which is before any device lookup.
+_CONFIG = "torch._inductor.config"
 
 # module -> the function its device lookups call first.
 _TRIGGERS = {
@@ -49,12 +54,15 @@ class _Loader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
-        _wrap(module, _TRIGGERS[module.__name__])
+        if module.__name__ == _CONFIG:
+            _add_config_option()
+        else:
+            _wrap(module, _TRIGGERS[module.__name__])
 
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
-        if fullname not in _TRIGGERS:
+        if fullname not in _TRIGGERS and fullname != _CONFIG:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:
@@ -62,9 +70,17 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _add_config_option() -> None:
+    from . import _add_config_option as add
+
+    add()
+
+
 def install() -> None:
     """Arranges for npu to be registered before Dynamo or Inductor look up a
     device (at once if either is already loaded)."""
+    if _CONFIG in sys.modules:
+        _add_config_option()
     for name, function_name in _TRIGGERS.items():
         module = sys.modules.get(name)
         if module is not None and hasattr(module, function_name):
