@@ -295,3 +295,29 @@ def test_kernel_items_run_many_times():
     finally:
         torch_npu._C._set_work_runs_for_testing(1)
     torch.testing.assert_close(out, expected)
+
+
+@needs_mlir
+def test_input_mutation_and_batch_norm_running_stats():
+    # an input's in-place update and BatchNorm's running statistics are
+    # buffers that mutate inputs: the kernel writes the input itself
+    def bump(buf, x):
+        buf.add_(x * 2)
+        return buf.sum()
+
+    x = _npu(16, 8)
+    eager_buf, compiled_buf = torch.zeros(8, device="npu"), torch.zeros(8, device="npu")
+    compiled_bump = torch.compile(bump)
+    for _ in range(2):
+        torch.testing.assert_close(compiled_bump(compiled_buf, x[0]), bump(eager_buf, x[0]))
+    torch.testing.assert_close(compiled_buf, eager_buf)
+
+    torch.manual_seed(0)
+    eager_bn = torch.nn.BatchNorm1d(8).to("npu")
+    compiled_bn = torch.nn.BatchNorm1d(8).to("npu")
+    compiled_bn.load_state_dict(eager_bn.state_dict())
+    compiled = torch.compile(compiled_bn)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), eager_bn(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(compiled_bn.running_mean, eager_bn.running_mean)
+    torch.testing.assert_close(compiled_bn.running_var, eager_bn.running_var)

@@ -1,10 +1,12 @@
 """The post-grad graph pass Inductor runs on npu graphs.
 
-``var_mean`` (and ``var``) are lowered by Inductor to Welford reductions,
-whose partial buffers have no aten origin, so they could not become MLIR
+``mean`` is lowered by Inductor to a sum buffer and a division; ``var_mean``
+(and ``var``) are lowered by Inductor to Welford reductions,
+whose partial buffers have no aten origin; neither could become MLIR
 kernels (Note [Kernels from the nodes' aten origins], _program.py). This
-pass spells them out as mean, subtract, square, sum and divide, the two-pass
-formula, which Inductor fuses and torch-mlir lowers like any reduction.
+pass spells mean out as sum and divide, and var_mean as sum, divide,
+subtract, square, sum and divide (the two-pass formula), which Inductor fuses
+and torch-mlir lowers like any reduction.
 """
 
 from __future__ import annotations
@@ -19,17 +21,45 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass
 aten = torch.ops.aten
 
 
+def _decompose_mean(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    """mean -> sum / count: Inductor lowers mean to a sum buffer of its own
+    plus a division, and that sum buffer has no aten origin."""
+    x = node.args[0]
+    value = x.meta.get("val")
+    if node.kwargs or value is None or not value.is_floating_point() or len(node.args) < 2:
+        return
+    dims = node.args[1]
+    dims = list(range(value.dim())) if dims is None else [d % max(value.dim(), 1) for d in dims]
+    keepdim = node.args[2] if len(node.args) > 2 else False
+    count = math.prod(value.shape[d] for d in dims)
+    if not isinstance(count, int) or count == 0:
+        return
+    fake_mode = torch._guards.detect_fake_mode([value])
+    with graph.inserting_before(node):
+        total = graph.call_function(aten.sum.dim_IntList, (x, dims, keepdim))
+        mean = graph.call_function(aten.div.Tensor, (total, float(count)))
+    with fake_mode:
+        total.meta["val"] = _fake(aten.sum.dim_IntList, x, dims, keepdim)
+        mean.meta["val"] = _fake(aten.div.Tensor, total, float(count))
+    node.replace_all_uses_with(mean)
+    graph.erase_node(node)
+
+
 def _fake(target: Any, *args: Any) -> Any:
     values = torch.fx.node.map_arg(args, lambda n: n.meta["val"])
     return target(*values)
 
 
 class DecomposeVarMean(CustomGraphModulePass):
-    """var_mean / var -> mean, sub, mul, sum, div (see the module's docstring)."""
+    """mean -> sum, div; var_mean / var -> sum, div, sub, mul, sum, div (see
+    the module's docstring)."""
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         graph = gm.graph
         for node in list(graph.nodes):
+            if node.target is aten.mean.dim:
+                _decompose_mean(graph, node)
+                continue
             if node.target not in (aten.var_mean.correction, aten.var.correction):
                 continue
             x = node.args[0]
@@ -55,7 +85,7 @@ class DecomposeVarMean(CustomGraphModulePass):
                 return new
 
             with graph.inserting_before(node):
-                mean = add(aten.mean.dim, x, dims, True)
+                mean = add(aten.div.Tensor, add(aten.sum.dim_IntList, x, dims, True), float(count))
                 diff = add(aten.sub.Tensor, x, mean)
                 square = add(aten.mul.Tensor, diff, diff)
                 total = add(aten.sum.dim_IntList, square, dims, keepdim)

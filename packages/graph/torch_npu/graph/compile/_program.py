@@ -124,10 +124,28 @@ def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
         if node.op == "placeholder" and node.target in V.graph.graph_inputs:
             mapping[node.target] = node
     for buffer in V.graph.buffers:
-        fx = _origin_fx_node(buffer) or _realized_view_origin(buffer)
+        fx = _origin_fx_node(buffer) or _realized_view_origin(buffer) or _mutation_origin(buffer)
         if fx is not None:
             mapping[buffer.get_name()] = fx
     return mapping
+
+
+def _mutation_origin(buffer: Any) -> torch.fx.Node | None:
+    """The value a buffer that mutates an input holds: the source of the
+    input's ``copy_`` (functionalization's write-back), when it has the
+    buffer's shape and dtype."""
+    if not buffer.get_mutation_names():
+        return None
+    copies = [n for n in getattr(buffer, "origins", ()) if n.target is torch.ops.aten.copy_.default]
+    if len(copies) != 1 or not isinstance(copies[0].args[1], torch.fx.Node):
+        return None
+    source = copies[0].args[1]
+    value = source.meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dtype != buffer.get_dtype():
+        return None
+    if list(value.shape) != list(buffer.get_size()):
+        return None
+    return source
 
 
 def _realized_view_origin(buffer: Any) -> torch.fx.Node | None:

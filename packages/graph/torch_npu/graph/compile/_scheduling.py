@@ -32,7 +32,9 @@ def _group_io(snodes: Sequence[BaseSchedulerNode]) -> tuple[list[str], list[str]
         for buf in snode.get_outputs():
             name = buf.get_name()
             produced.append(name)
-            used_outside = name in graph_outputs or any(
+            # A buffer that mutates another (an input's copy_) is always
+            # written: the mutation is the point, whoever reads it.
+            used_outside = name in graph_outputs or bool(buf.node.get_mutation_names()) or any(
                 user.node not in members for user in buf.users
             )
             if used_outside:
@@ -119,7 +121,11 @@ class MLIRScheduling(BaseScheduling):
             f"{len(program.input_names)}, {len(program.output_names)}, {len(program.symbols)})"
         )
         device = snodes[0].get_device()
-        args = [*program.input_names, *program.output_names, *program.symbols]
+        # A mutation's buffer is the mutated buffer under another name; the
+        # wrapper knows it by the real one.
+        real_name = V.graph.scheduler.mutation_real_name
+        names = [real_name.get(n, n) for n in (*program.input_names, *program.output_names)]
+        args = [*names, *program.symbols]
         wrapper.generate_kernel_call(kernel_name, args, device=device, triton=False)
         self.free_buffers_in_scheduler()
 
