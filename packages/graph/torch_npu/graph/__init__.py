@@ -50,6 +50,8 @@ def _initialize_plugin(torch_npu: ModuleType) -> None:
     to ``torch.npu`` (importing this module registered NPUGraph with
     ``torch.accelerator.Graph``)."""
     npu = torch_npu.npu
+    from .compile._hook import install as install_compile  # torch.compile for npu (when Dynamo loads)
+    install_compile()
     npu.graphs = graphs
     for name in graphs.__all__:
         setattr(npu, name, getattr(graphs, name))

@@ -1,0 +1,88 @@
+"""torch.compile for npu: Inductor with MLIR-compiled fused kernels.
+
+Importing this module registers, for the ``npu`` device:
+
+- Dynamo's device interface (:class:`~._device.NPUInterface`: streams,
+  events, synchronize, current device), so compiled code sees npu streams
+  and events;
+- Inductor's device op overrides (the lines its wrapper writes for npu);
+- Inductor's backend: :class:`~._scheduling.MLIRScheduling` fuses nodes and
+  emits one ``mlir_fused_<ops>_<n>`` kernel per group, called from
+  :class:`~._wrapper.NPUWrapperCodegen`'s wrapper code on the current stream
+  (``mlir_fused_mul_0.run(arg0_1, arg1_1, buf0, stream=stream0)``);
+- the Inductor option ``npu_backend`` (``"mlir"`` or ``"eager"``;
+  ``torch.compile(m, options={"npu_backend": "eager"})``, default from the
+  environment variable ``TORCHINDUCTOR_NPU_BACKEND``, else ``"mlir"``).
+
+How kernels are built and run, the fallback and the cache: see
+:mod:`torch_npu.graph.compile.kernel` and :mod:`torch_npu.graph.compile._mlir`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from typing import Any
+
+from . import _mlir
+
+__all__ = ["MLIRKernel", "NPUKernelFallbackWarning", "kernel_cache_dir", "kernel_stats", "register"]
+
+_registered = False
+
+
+def __getattr__(name: str) -> Any:
+    # Lazily: the kernel runtime imports Inductor, which import torch_npu
+    # must not pay for.
+    if name in ("MLIRKernel", "NPUKernelFallbackWarning"):
+        from . import kernel
+
+        return getattr(kernel, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def kernel_cache_dir() -> str:
+    """The directory of compiled npu kernels (inside Inductor's cache dir)."""
+    return _mlir.cache_dir()
+
+
+def kernel_stats() -> dict[str, float]:
+    """Counts of kernels compiled, loaded from the disk cache and rebuilt
+    (corrupt entries) in this process, and the seconds spent."""
+    return dict(_mlir.stats)
+
+
+def _add_config_option() -> None:
+    import sys
+
+    from torch.utils._config_module import _Config, _ConfigEntry
+
+    # From sys.modules: called while the import hook loads the module too.
+    config = sys.modules["torch._inductor.config"]
+
+    if "npu_backend" in config._config:
+        return
+    default = os.environ.get("TORCHINDUCTOR_NPU_BACKEND", "mlir")
+    config._config["npu_backend"] = _ConfigEntry(_Config(default=default, value_type=str), "npu_backend")
+
+
+def register() -> None:
+    """Registers npu with Dynamo and Inductor (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    from torch._dynamo.device_interface import register_interface_for_device
+    from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
+
+    from ._device import NPUDeviceOpOverrides, NPUInterface
+    from ._passes import DecomposeVarMean
+    from ._scheduling import MLIRScheduling
+    from ._wrapper import NPUWrapperCodegen
+
+    import torch._inductor.config  # noqa: F401
+
+    _add_config_option()
+    register_interface_for_device("npu", NPUInterface)
+    register_device_op_overrides("npu", NPUDeviceOpOverrides())
+    register_backend_for_device("npu", MLIRScheduling, NPUWrapperCodegen, device_custom_pass=DecomposeVarMean())
+    _registered = True

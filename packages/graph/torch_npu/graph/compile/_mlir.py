@@ -1,0 +1,211 @@
+"""Compiling an aten program to machine code through MLIR, with a disk cache.
+
+Pipeline: torch-mlir imports the program (torch.export) as
+linalg-on-tensors; elementwise linalg ops are fused; one-shot bufferization
+gives memrefs with the identity layout (contiguous tensors), results become
+output arguments (buffer-results-to-out-params) and temporaries are freed
+(buffer-deallocation-pipeline); linalg becomes affine loops, which
+affine-super-vectorize vectorises (8 lanes), then everything is lowered to
+the LLVM dialect. MLIR's ExecutionEngine compiles it at -O3 and dumps the
+object file, which is linked into a shared library in the cache directory.
+
+Parallel lowering (scf.parallel to OpenMP or the async runtime) is not used:
+torch-mlir's wheel ships neither runtime library, so a kernel runs on the
+one thread that runs the stream's device work.
+
+Note [MLIR kernel cache]
+Entries live in ``<Inductor cache dir>/npu_mlir/<key>.so`` with a
+``<key>.json`` beside it holding the library's SHA-256. The key hashes the
+program, the argument geometry, the pipeline and the torch-mlir version. An
+entry whose library is missing, or whose hash does not match, or that fails
+to load, is rebuilt with a warning; writes go through a temporary file and a
+rename, so a concurrent process never sees half a library.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+PIPELINE = (
+    "builtin.module("
+    "func.func(linalg-fuse-elementwise-ops,math-expand-ops),"
+    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
+    "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
+    "buffer-deallocation-pipeline,"
+    "func.func(convert-linalg-to-affine-loops,affine-super-vectorize{virtual-vector-size=8},lower-affine),"
+    "convert-math-to-llvm,convert-math-to-libm,func.func(convert-vector-to-scf),lower-affine,"
+    "convert-scf-to-cf,convert-vector-to-llvm,"
+    "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-arith-to-llvm,"
+    "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
+)
+_FUNC = "kernel"
+_lock = threading.Lock()
+
+# Counts for tests and benchmarks: "compiled" (torch-mlir import and
+# passes), "loaded" (from the disk cache), "rebuilt" (a corrupt entry).
+stats = {"compiled": 0, "loaded": 0, "rebuilt": 0, "compile_seconds": 0.0, "load_seconds": 0.0}
+
+
+class MLIRUnavailable(RuntimeError):
+    """torch-mlir is not installed."""
+
+
+class MLIRCompileError(RuntimeError):
+    """torch-mlir could not import or lower a program."""
+
+
+def torch_mlir_version() -> str | None:
+    """The installed torch-mlir's version, or None without it."""
+    try:
+        from importlib.metadata import version
+
+        return version("torch-mlir")
+    except Exception:
+        return None
+
+
+def cache_dir() -> str:
+    """Where compiled kernels are kept (Note [MLIR kernel cache])."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
+
+    path = os.path.join(inductor_cache_dir(), "npu_mlir")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+@dataclass
+class CompiledKernel:
+    """A loaded kernel: its library (kept alive) and its function's address."""
+
+    library: Any
+    address: int
+
+
+def _key(source: str, geometry: Sequence[Any]) -> str:
+    text = json.dumps([source, [str(g) for g in geometry], PIPELINE, torch_mlir_version()])
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _load(path: str) -> CompiledKernel:
+    library = ctypes.CDLL(path)
+    address = ctypes.cast(getattr(library, f"_mlir_ciface_{_FUNC}"), ctypes.c_void_p).value
+    return CompiledKernel(library, int(address))
+
+
+def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], object_path: str) -> None:
+    try:
+        from torch_mlir import fx, ir
+        from torch_mlir.compiler_utils import OutputType
+        from torch_mlir.execution_engine import ExecutionEngine
+        from torch_mlir.passmanager import PassManager
+    except ImportError as e:
+        raise MLIRUnavailable(
+            "torch-mlir is not installed; install it with `pip install torch-mlir==20261001` "
+            "(torch-npu-graph depends on it where wheels exist)"
+        ) from e
+
+    class _Program(torch.nn.Module):
+        def forward(self, *inputs: torch.Tensor) -> Any:
+            return module_fn(*inputs)
+
+    # MLIR's diagnostics go into the error message (or nowhere, for the
+    # remarks of passes that succeed) instead of stderr.
+    diagnostics: list[str] = []
+    try:
+        module = fx.export_and_import(_Program(), *example_inputs,
+                                      output_type=OutputType.LINALG_ON_TENSORS, func_name=_FUNC)
+
+        def collect(diagnostic: Any) -> bool:
+            diagnostics.append(str(diagnostic.message))
+            return True
+
+        module.context.attach_diagnostic_handler(collect)
+        with module.context:
+            for op in module.body.operations:
+                op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            PassManager.parse(PIPELINE).run(module.operation)
+        engine = ExecutionEngine(module, opt_level=3, enable_object_dump=True)
+        engine.dump_to_object_file(object_path)
+    except Exception as e:
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        detail = f": {diagnostics[-1]}" if diagnostics else ""
+        raise MLIRCompileError(first_line + detail) from e
+
+
+def _link(object_path: str, library_path: str) -> None:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        raise MLIRCompileError("no C compiler (cc) to link the kernel's object file")
+    result = subprocess.run([compiler, "-shared", "-o", library_path, object_path, "-lm"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise MLIRCompileError(f"linking the kernel failed: {result.stderr.strip()[:500]}")
+
+
+def get_kernel(name: str, source: str, geometry: Sequence[Any], module_fn: Callable[..., Any],
+               example_inputs: Callable[[], Sequence[torch.Tensor]]) -> CompiledKernel:
+    """The compiled kernel for ``source`` at ``geometry``, from the disk cache
+    or compiled now (Note [MLIR kernel cache])."""
+    key = _key(source, geometry)
+    directory = cache_dir()
+    library_path = os.path.join(directory, f"{key}.so")
+    meta_path = os.path.join(directory, f"{key}.json")
+    with _lock:
+        if os.path.exists(library_path) or os.path.exists(meta_path):
+            start = time.perf_counter()
+            problem = None
+            try:
+                with open(meta_path) as f:
+                    meta = json.load(f)
+                if meta.get("sha256") != _sha256(library_path):
+                    problem = "its checksum does not match"
+                else:
+                    kernel = _load(library_path)
+                    stats["loaded"] += 1
+                    stats["load_seconds"] += time.perf_counter() - start
+                    return kernel
+            except (OSError, ValueError, AttributeError) as e:
+                problem = str(e).splitlines()[0] if str(e) else type(e).__name__
+            warnings.warn(f"npu kernel cache: the entry of {name} ({library_path}) is corrupt "
+                          f"({problem}); recompiling it", RuntimeWarning, stacklevel=3)
+            stats["rebuilt"] += 1
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(dir=directory) as tmp:
+            object_path = os.path.join(tmp, "kernel.o")
+            # In a thread of its own: the kernel's first run happens inside a
+            # compiled region, whose dispatch modes (functionalization,
+            # fake tensors) and Dynamo frame hook are thread-local and must
+            # not see torch.export's tracing.
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                pool.submit(_lower, module_fn, example_inputs(), object_path).result()
+            tmp_library = os.path.join(tmp, "kernel.so")
+            _link(object_path, tmp_library)
+            with open(os.path.join(tmp, "kernel.json"), "w") as f:
+                json.dump({"name": name, "sha256": _sha256(tmp_library)}, f)
+            os.replace(tmp_library, library_path)
+            os.replace(os.path.join(tmp, "kernel.json"), meta_path)
+        stats["compiled"] += 1
+        stats["compile_seconds"] += time.perf_counter() - start
+        return _load(library_path)

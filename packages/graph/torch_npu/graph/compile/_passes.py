@@ -1,0 +1,121 @@
+"""The post-grad graph pass Inductor runs on npu graphs.
+
+``mean`` is lowered by Inductor to a sum buffer and a division; ``var_mean``
+(and ``var``) are lowered by Inductor to Welford reductions,
+whose partial buffers have no aten origin; neither could become MLIR
+kernels (Note [Kernels from the nodes' aten origins], _program.py). This
+pass spells mean out as sum and divide, and var_mean as sum, divide,
+subtract, square, sum and divide (the two-pass formula), which Inductor fuses
+and torch-mlir lowers like any reduction.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.fx
+from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+aten = torch.ops.aten
+
+
+def _decompose_mean(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    """mean -> sum / count: Inductor lowers mean to a sum buffer of its own
+    plus a division, and that sum buffer has no aten origin."""
+    x = node.args[0]
+    value = x.meta.get("val")
+    if node.kwargs or value is None or not value.is_floating_point() or len(node.args) < 2:
+        return
+    dims = node.args[1]
+    dims = list(range(value.dim())) if dims is None else [d % max(value.dim(), 1) for d in dims]
+    keepdim = node.args[2] if len(node.args) > 2 else False
+    count = math.prod(value.shape[d] for d in dims)
+    if not isinstance(count, int) or count == 0:
+        return
+    fake_mode = torch._guards.detect_fake_mode([value])
+    with graph.inserting_before(node):
+        total = graph.call_function(aten.sum.dim_IntList, (x, dims, keepdim))
+        mean = graph.call_function(aten.div.Tensor, (total, float(count)))
+    with fake_mode:
+        total.meta["val"] = _fake(aten.sum.dim_IntList, x, dims, keepdim)
+        mean.meta["val"] = _fake(aten.div.Tensor, total, float(count))
+    node.replace_all_uses_with(mean)
+    graph.erase_node(node)
+
+
+def _fake(target: Any, *args: Any) -> Any:
+    values = torch.fx.node.map_arg(args, lambda n: n.meta["val"])
+    return target(*values)
+
+
+class DecomposeVarMean(CustomGraphModulePass):
+    """mean -> sum, div; var_mean / var -> sum, div, sub, mul, sum, div (see
+    the module's docstring)."""
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        graph = gm.graph
+        for node in list(graph.nodes):
+            if node.target is aten.mean.dim:
+                _decompose_mean(graph, node)
+                continue
+            if node.target not in (aten.var_mean.correction, aten.var.correction):
+                continue
+            x = node.args[0]
+            value = x.meta.get("val")
+            if value is None or not value.is_floating_point():
+                continue
+            dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+            if dims is None:
+                dims = list(range(value.dim()))
+            dims = [d % max(value.dim(), 1) for d in dims]
+            correction = node.kwargs.get("correction", 1)
+            correction = 1 if correction is None else correction
+            keepdim = node.kwargs.get("keepdim", False)
+            count = math.prod(value.shape[d] for d in dims)
+            if not isinstance(count, int) or not isinstance(correction, (int, float)):
+                continue  # symbolic sizes: left to Inductor
+            fake_mode = torch._guards.detect_fake_mode([value])
+
+            def add(target: Any, *args: Any) -> torch.fx.Node:
+                new = graph.call_function(target, args)
+                with fake_mode:
+                    new.meta["val"] = _fake(target, *args)
+                return new
+
+            with graph.inserting_before(node):
+                mean = add(aten.div.Tensor, add(aten.sum.dim_IntList, x, dims, True), float(count))
+                diff = add(aten.sub.Tensor, x, mean)
+                square = add(aten.mul.Tensor, diff, diff)
+                total = add(aten.sum.dim_IntList, square, dims, keepdim)
+                var = add(aten.div.Tensor, total, float(max(count - correction, 0)))
+                if not keepdim:
+                    mean = add(aten.squeeze.dims, mean, dims)
+            if node.target is aten.var.correction:
+                node.replace_all_uses_with(var)
+            else:
+                for user in list(node.users):
+                    index = user.args[1] if user.target.__name__ == "getitem" else None
+                    if index not in (0, 1):
+                        raise RuntimeError(f"unexpected use of var_mean: {user.format_node()}")
+                    user.replace_all_uses_with(var if index == 0 else mean)
+                    graph.erase_node(user)
+            graph.erase_node(node)
+        graph.lint()
+        gm.recompile()
+
+    def uuid(self) -> Any:
+        # Inductor's FX graph cache keys on this: it hashes the npu backend's
+        # sources, so cached wrapper code is never that of an older backend.
+        return _backend_source_hash()
+
+
+def _backend_source_hash() -> str:
+    import hashlib
+    import pathlib
+
+    h = hashlib.sha256()
+    for path in sorted(pathlib.Path(__file__).parent.glob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()

@@ -1,0 +1,298 @@
+"""A fused group of Inductor's scheduler nodes as an aten program.
+
+Note [Kernels from the nodes' aten origins]
+Inductor's npu kernels are not generated from its loop-level IR: each fused
+group is turned back into the aten ops it was lowered from (the FX nodes in
+the buffers' ``origins``), and that aten program is what torch-mlir
+compiles (or, as the documented fallback, what runs eagerly on npu). The
+program's inputs are exactly the buffers the group reads (the scheduler
+knows their lifetimes, so no other buffer may be named: it could already be
+freed or reused), its outputs the group's buffers that are used outside it;
+the values in between are recomputed from the inputs, so a producer that
+Inductor inlined into two groups is computed in both, as Inductor would.
+A group whose outputs or inputs cannot be matched with FX nodes raises
+:class:`UnmappableGroup`; the scheduler then does not fuse it.
+
+The program is kept as Python source (a function of the input tensors, the
+size symbols it needs and the device), so the wrapper code can embed it and
+a process that loads the wrapper from Inductor's cache rebuilds it.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import sympy
+import torch
+import torch.fx
+from torch._inductor.virtualized import V
+
+
+class UnmappableGroup(Exception):
+    """The group's buffers cannot be expressed as an aten program."""
+
+
+@dataclass
+class Program:
+    """An aten program computing a fused group's outputs."""
+
+    source: str
+    input_names: list[str]
+    output_names: list[str]
+    symbols: list[str]
+    op_names: list[str] = field(default_factory=list)
+
+
+# Ops a program may recompute when it reaches them through an input that is
+# not a buffer of its own (views and shape-only ops are free; anything else
+# would duplicate real work).
+_VIEW_OPS = {
+    "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "squeeze",
+    "unsqueeze", "slice", "select", "as_strided", "alias", "clone", "_to_copy",
+}
+
+
+def _origin_fx_node(buffer: Any) -> torch.fx.Node | None:
+    node = getattr(buffer, "origin_node", None)
+    if node is None:
+        node = getattr(getattr(buffer, "data", None), "origin_node", None)
+    return node
+
+
+def _is_symbolic(node: torch.fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float))
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target._opname
+    return getattr(target, "__name__", str(target))
+
+
+class _Printer:
+    def __init__(self) -> None:
+        self.symbols: dict[str, None] = {}
+
+    def expr(self, expr: sympy.Expr) -> str:
+        expr = V.graph.sizevars.simplify(expr)
+        for s in sorted(expr.free_symbols, key=str):
+            self.symbols[str(s)] = None
+        return f"({expr})" if not expr.is_number else str(int(expr) if expr.is_integer else float(expr))
+
+    def value(self, a: Any, names: dict[torch.fx.Node, str]) -> str:
+        if isinstance(a, torch.fx.Node):
+            if _is_symbolic(a):
+                return self.value(a.meta["val"], names)
+            return names[a]
+        if isinstance(a, (list, tuple)):
+            inner = ", ".join(self.value(x, names) for x in a)
+            return f"[{inner}]" if isinstance(a, list) else f"({inner},)"
+        if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return self.expr(a.node.expr)
+        if isinstance(a, sympy.Expr):
+            return self.expr(a)
+        if isinstance(a, bool) or a is None or isinstance(a, (int, str)):
+            return repr(a)
+        if isinstance(a, float):
+            return repr(a) if math.isfinite(a) else f"float({str(a)!r})"
+        if isinstance(a, torch.device):
+            return "_device"
+        if isinstance(a, (torch.dtype, torch.layout, torch.memory_format)):
+            return str(a)
+        raise UnmappableGroup(f"argument {a!r} of type {type(a).__name__} cannot be printed")
+
+
+def _buffer_fx_map() -> dict[str, torch.fx.Node]:
+    """Buffer or graph-input name -> the FX node whose value it holds
+    (kept on the graph while its buffers do not change: the scheduler asks
+    for every pair of nodes it considers fusing)."""
+    cached = getattr(V.graph, "_npu_buffer_fx_map", None)
+    if cached is not None and cached[0] == len(V.graph.buffers):
+        return cached[1]
+    mapping = _compute_buffer_fx_map()
+    V.graph._npu_buffer_fx_map = (len(V.graph.buffers), mapping)
+    return mapping
+
+
+def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
+    mapping: dict[str, torch.fx.Node] = {}
+    for node in V.graph.module.graph.nodes:
+        if node.op == "placeholder" and node.target in V.graph.graph_inputs:
+            mapping[node.target] = node
+    for buffer in V.graph.buffers:
+        fx = _origin_fx_node(buffer) or _realized_view_origin(buffer) or _mutation_origin(buffer)
+        if fx is not None:
+            mapping[buffer.get_name()] = fx
+    return mapping
+
+
+def _mutation_origin(buffer: Any) -> torch.fx.Node | None:
+    """The value a buffer that mutates an input holds: the source of the
+    input's ``copy_`` (functionalization's write-back), when it has the
+    buffer's shape and dtype."""
+    if not buffer.get_mutation_names():
+        return None
+    copies = [n for n in getattr(buffer, "origins", ()) if n.target is torch.ops.aten.copy_.default]
+    if len(copies) != 1 or not isinstance(copies[0].args[1], torch.fx.Node):
+        return None
+    source = copies[0].args[1]
+    value = source.meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dtype != buffer.get_dtype():
+        return None
+    if list(value.shape) != list(buffer.get_size()):
+        return None
+    return source
+
+
+def _realized_view_origin(buffer: Any) -> torch.fx.Node | None:
+    """The FX node of a buffer Inductor realized as a copy of a view (for an
+    extern kernel that needs a dense input): such a buffer has no
+    ``origin_node``, but its value is that of the last view of its origins.
+    Only that narrow case is matched; anything else stays unmapped."""
+    from torch._inductor import ir
+
+    if not isinstance(buffer, ir.ComputedBuffer) or not isinstance(buffer.data, ir.Pointwise):
+        return None
+    origins = set(getattr(buffer, "origins", ()))
+    # Sinks: origins no other origin uses; a multi-output op (an extern
+    # kernel's tuple) is read through getitem nodes, outside the origins.
+    sinks = [
+        n for n in origins
+        if not any(u in origins for u in n.users) and not isinstance(n.meta.get("val"), (tuple, list))
+    ]
+    if len(sinks) != 1 or sinks[0].op != "call_function" or _op_name(sinks[0]) not in _VIEW_OPS:
+        return None
+    value = sinks[0].meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dtype != buffer.get_dtype():
+        return None
+    if list(value.shape) != list(buffer.get_size()):
+        return None
+    return sinks[0]
+
+
+def _call(node: torch.fx.Node, args: list[str]) -> str:
+    """The source of one op's call, with the rewrites torch-mlir needs."""
+    target = node.target
+    name = f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
+    exponent = node.args[1] if target is torch.ops.aten.pow.Tensor_Scalar and not node.kwargs else None
+    if isinstance(exponent, (int, float)) and not isinstance(exponent, bool) and exponent in (1, 2, 3, 4, -1, -2):
+        # torch-mlir turns an integral exponent into math.fpowi, which MLIR's
+        # LLVM lowering rejects once vectorised: small powers are products.
+        power = abs(int(exponent))
+        product = "torch.ops.aten.mul.Tensor(" * (power - 1) + args[0] + f", {args[0]})" * (power - 1)
+        if power == 1:
+            product = f"torch.ops.aten.mul.Tensor({args[0]}, 1)"
+        return product if exponent > 0 else f"torch.ops.aten.reciprocal.default({product})"
+    value = node.meta.get("val")
+    if (target is torch.ops.aten.erf.default and isinstance(value, torch.Tensor)
+            and value.dtype in (torch.float32, torch.float16, torch.bfloat16)):
+        # MLIR lowers math.erf to a scalar libm call per element (~6x slower
+        # than ATen's); a polynomial vectorises.
+        return f"_erf({args[0]})"
+    if target._opname == "fma" and len(args) == 3:
+        # torch-mlir has no lowering for prims.fma.
+        return f"torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor({args[0]}, {args[1]}), {args[2]})"
+    return f"{name}({', '.join(args)})"
+
+
+def build_program(snodes: Iterable[Any], output_names: list[str], read_names: list[str]) -> Program:
+    """The aten program of a fused group: ``output_names`` are the group's
+    buffers needed outside it, ``read_names`` the buffers it reads."""
+    mapping = _buffer_fx_map()
+    outputs: list[torch.fx.Node] = []
+    for name in output_names:
+        fx = mapping.get(name)
+        if fx is None or fx.op != "call_function":
+            raise UnmappableGroup(f"buffer {name} has no aten origin")
+        outputs.append(fx)
+    available: dict[torch.fx.Node, str] = {}
+    for name in read_names:
+        fx = mapping.get(name)
+        if fx is not None and fx not in available:
+            available[fx] = name
+    origins: set[torch.fx.Node] = set()
+    for snode in snodes:
+        origins |= set(getattr(snode.node, "origins", ()))
+
+    inputs: list[torch.fx.Node] = []
+    body: list[torch.fx.Node] = []
+    done: set[torch.fx.Node] = set()
+
+    def need(n: torch.fx.Node, depth: int = 0) -> None:
+        if n in done or _is_symbolic(n):
+            # a size (a SymInt placeholder or sym_size): printed as its
+            # expression, whose symbols become the kernel's size arguments
+            return
+        if depth > 2000:
+            raise UnmappableGroup("program too deep")
+        if n in available and n not in outputs:
+            inputs.append(n)
+        elif n.op != "call_function":
+            raise UnmappableGroup(f"{n.format_node()} is not among the group's inputs")
+        elif n not in origins and n not in outputs and _op_name(n) not in _VIEW_OPS:
+            if n in available:
+                inputs.append(n)
+            else:
+                raise UnmappableGroup(f"{n.name} ({_op_name(n)}) is neither computed by the group nor read by it")
+        else:
+            for arg in n.all_input_nodes:
+                need(arg, depth + 1)
+            body.append(n)
+        done.add(n)
+
+    for out in outputs:
+        need(out)
+    for out in outputs:
+        if out in inputs:
+            raise UnmappableGroup(f"output {out.name} is also an input")
+
+    printer = _Printer()
+    names: dict[torch.fx.Node, str] = {}
+    lines: list[str] = []
+    for i, n in enumerate(inputs):
+        names[n] = f"in{i}"
+    op_names: list[str] = []
+    for i, n in enumerate(body):
+        names[n] = f"v{i}"
+        if n.target is operator.getitem:
+            lines.append(f"    v{i} = {names[n.args[0]]}[{int(n.args[1])}]")
+            continue
+        if not isinstance(n.target, torch._ops.OpOverload):
+            raise UnmappableGroup(f"{n.format_node()} is not an aten op")
+        args = [printer.value(a, names) for a in n.args]
+        args += [f"{k}={printer.value(v, names)}" for k, v in n.kwargs.items()]
+        lines.append(f"    v{i} = {_call(n, args)}")
+        if _op_name(n) not in _VIEW_OPS and _op_name(n) not in op_names:
+            op_names.append(_op_name(n))
+    symbols = list(printer.symbols)
+    params = [names[n] for n in inputs] + symbols + ["_device"]
+    result = ", ".join(names[o] for o in outputs)
+    source = "\n".join([f"def program({', '.join(params)}):", *lines, f"    return ({result},)", ""])
+    return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
+
+
+# Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7, about one float32 ulp at 1.
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _erf(x: torch.Tensor) -> torch.Tensor:
+    """erf for float32 and narrower, in vectorisable aten ops."""
+    aten = torch.ops.aten
+    t = aten.reciprocal.default(aten.add.Tensor(aten.mul.Tensor(aten.abs.default(x), _ERF_P), 1.0))
+    poly = aten.mul.Tensor(t, _ERF_A[4])
+    for a in reversed(_ERF_A[:4]):
+        poly = aten.mul.Tensor(aten.add.Tensor(poly, a), t)
+    tail = aten.mul.Tensor(poly, aten.exp.default(aten.neg.default(aten.mul.Tensor(x, x))))
+    return aten.mul.Tensor(aten.sign.default(x), aten.rsub.Scalar(tail, 1.0))
+
+
+def compile_program(source: str) -> Any:
+    """The program's function from its source."""
+    scope: dict[str, Any] = {"torch": torch, "_erf": _erf}
+    exec(compile(source, "<npu kernel program>", "exec"), scope)  # noqa: S102
+    return scope["program"]

@@ -1,0 +1,145 @@
+"""The runtime side of npu kernels: what the wrapper code's
+``mlir_fused_<ops>_<n>.run(...)`` calls.
+
+A kernel is compiled per argument geometry (shapes, dtypes; the size
+symbols are values then), when first run with it, so dynamic shapes cost a
+compile per new shape (from the disk cache after the first process). How a
+kernel runs is chosen by ``torch._inductor.config.npu_backend`` (the
+``npu_backend`` option of torch.compile, default from
+``TORCHINDUCTOR_NPU_BACKEND``):
+
+- ``"mlir"`` (default): compiled through MLIR (_mlir.py) and launched as
+  device work on the kernel's stream, on device memory.
+- ``"eager"``: the group's aten ops run eagerly on npu (the ops plugin's
+  kernels), on the same stream.
+
+A kernel that MLIR cannot compile, or any kernel when torch-mlir is not
+installed, runs the ``"eager"`` way, with a warning naming the kernel and why
+(once per kernel and geometry).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import torch
+
+from . import _mlir
+from ._program import compile_program
+
+
+class NPUKernelFallbackWarning(UserWarning):
+    """A kernel runs its aten ops eagerly instead of as an MLIR kernel."""
+
+
+def _backend() -> str:
+    from torch._inductor import config
+
+    backend = getattr(config, "npu_backend", "mlir")
+    if backend not in ("mlir", "eager"):
+        raise ValueError(f"npu_backend must be 'mlir' or 'eager', got {backend!r}")
+    return backend
+
+
+class MLIRKernel:
+    """One fused group: its aten program and its compiled variants."""
+
+    def __init__(self, name: str, source: str, num_inputs: int, num_outputs: int, num_symbols: int) -> None:
+        self.name = name
+        self.source = source
+        self.num_inputs = num_inputs
+        self.num_outputs = num_outputs
+        self.num_symbols = num_symbols
+        self.program: Callable[..., Any] = compile_program(source)
+        self.backend = _backend()
+        # geometry -> CompiledKernel, or None for "runs eagerly".
+        self._variants: dict[tuple[Any, ...], Any] = {}
+
+    def __repr__(self) -> str:
+        return f"MLIRKernel({self.name})"
+
+    def run(self, *args: Any, stream: int) -> None:
+        """Computes the outputs (``args[num_inputs:num_inputs + num_outputs]``,
+        written in place) from the inputs on ``stream``."""
+        inputs = args[: self.num_inputs]
+        outputs = args[self.num_inputs : self.num_inputs + self.num_outputs]
+        symbols = [int(s) for s in args[self.num_inputs + self.num_outputs :]]
+        geometry = (
+            tuple((tuple(t.shape), t.dtype) for t in inputs),
+            tuple((tuple(t.shape), t.dtype) for t in outputs),
+            tuple(symbols),
+        )
+        variant = self._variants.get(geometry, False)
+        if variant is False:
+            variant = self._compile(geometry, inputs, outputs, symbols)
+            self._variants[geometry] = variant
+        if variant is None:
+            self._run_eager(inputs, outputs, symbols)
+        else:
+            self._launch(variant, inputs, outputs, stream)
+
+    def _compile(self, geometry: Any, inputs: Any, outputs: Any, symbols: list[int]) -> Any:
+        if self.backend == "eager":
+            return None
+        from . import _launch
+
+        if self.num_inputs + self.num_outputs > _launch.MAX_KERNEL_ARGS:
+            reason = f"it has more than {_launch.MAX_KERNEL_ARGS} tensor arguments"
+        else:
+            cpu = torch.device("cpu")
+
+            def module_fn(*tensors: torch.Tensor) -> Any:
+                return self.program(*tensors, *symbols, cpu)
+
+            def example_inputs() -> list[torch.Tensor]:
+                return [torch.zeros(t.shape, dtype=t.dtype) for t in inputs]
+
+            try:
+                compiled = _mlir.get_kernel(self.name, self.source, geometry, module_fn, example_inputs)
+            except (_mlir.MLIRUnavailable, _mlir.MLIRCompileError) as e:
+                reason = str(e)
+            else:
+                return self._checked(compiled, inputs, outputs, symbols)
+        warnings.warn(
+            f"npu kernel {self.name}: MLIR cannot compile it ({reason}); running its aten ops eagerly on npu",
+            NPUKernelFallbackWarning, stacklevel=3)
+        return None
+
+    def _checked(self, compiled: Any, inputs: Any, outputs: Any, symbols: list[int]) -> Any:
+        # The program's results must match the buffers Inductor allocated;
+        # a mismatch would be a silent wrong result.
+        device = inputs[0].device if inputs else outputs[0].device
+        expected = self.program(*[torch.empty(t.shape, dtype=t.dtype, device="meta") for t in inputs],
+                                *symbols, device)
+        for got, want in zip(expected, outputs):
+            if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
+                raise RuntimeError(
+                    f"npu kernel {self.name}: its program gives {tuple(got.shape)} {got.dtype} for a buffer of "
+                    f"{tuple(want.shape)} {want.dtype}; please report this")
+        return compiled
+
+    def _launch(self, compiled: Any, inputs: Any, outputs: Any, stream: int) -> None:
+        from . import _launch
+
+        args = [t if t.is_contiguous() else t.contiguous() for t in inputs]
+        staged = []
+        for out in outputs:
+            if out.is_contiguous():
+                args.append(out)
+            else:
+                tmp = torch.empty(out.shape, dtype=out.dtype, device=out.device)
+                staged.append((out, tmp))
+                args.append(tmp)
+        if any(t.numel() == 0 for t in outputs):
+            return
+        device_index = outputs[0].device.index if outputs else 0
+        _launch.launch_kernel(self.name, compiled.address, args, stream, device_index)
+        for out, tmp in staged:
+            out.copy_(tmp)
+
+    def _run_eager(self, inputs: Any, outputs: Any, symbols: list[int]) -> None:
+        device = outputs[0].device if outputs else inputs[0].device
+        results = self.program(*inputs, *symbols, device)
+        for out, result in zip(outputs, results):
+            out.copy_(result)
