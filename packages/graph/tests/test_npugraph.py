@@ -500,3 +500,35 @@ def test_accelerator_graph_keep_graph_and_instantiate():
     graph.instantiate()
     graph.replay()
     assert torch.equal(x.cpu(), torch.full((2,), 3.0))
+
+
+def test_reduce_overhead_mode_replays_npugraphs_and_trains_like_cpu(monkeypatch):
+    replays = []
+    original_replay = torch.npu.NPUGraph.replay
+    monkeypatch.setattr(torch.npu.NPUGraph, "replay", lambda self: replays.append(self) or original_replay(self))
+    torch.manual_seed(5)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(),
+                                    torch.nn.Linear(16, 2))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 2))
+    model.load_state_dict(reference.state_dict())
+    model = model.npu()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for _ in range(5):
+        x = torch.randn(4, 8)
+        loss = compiled(x.npu()).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ref_loss = reference(x).pow(2).mean()
+        ref_loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        torch.testing.assert_close(loss.cpu(), ref_loss.detach(), rtol=1e-5, atol=1e-6)
+    # The running statistics (inputs the graph mutates) follow the CPU's.
+    torch.testing.assert_close(model[1].running_mean.cpu(), reference[1].running_mean, rtol=1e-5, atol=1e-6)
+    assert len(replays) >= 4  # calls after the first replay the forward and backward graphs
+    torch._dynamo.reset()

@@ -10,6 +10,8 @@ Importing this module registers, for the ``npu`` device:
   emits one ``mlir_fused_<ops>_<n>`` kernel per group, called from
   :class:`~._wrapper.NPUWrapperCodegen`'s wrapper code on the current stream
   (``mlir_fused_mul_0.run(arg0_1, arg1_1, buf0, stream=stream0)``);
+- ``mode="reduce-overhead"`` replaying compiled graphs from NPUGraphs
+  (:mod:`torch_npu.graph.compile._reduce_overhead`);
 - the Inductor option ``npu_backend`` (``"mlir"`` or ``"eager"``;
   ``torch.compile(m, options={"npu_backend": "eager"})``, default from the
   environment variable ``TORCHINDUCTOR_NPU_BACKEND``, else ``"mlir"``).
@@ -85,4 +87,7 @@ def register() -> None:
     register_interface_for_device("npu", NPUInterface)
     register_device_op_overrides("npu", NPUDeviceOpOverrides())
     register_backend_for_device("npu", MLIRScheduling, NPUWrapperCodegen, device_custom_pass=DecomposeVarMean())
+    from . import _reduce_overhead
+
+    _reduce_overhead.install()  # mode="reduce-overhead": NPUGraphs
     _registered = True

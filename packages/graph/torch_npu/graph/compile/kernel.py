@@ -109,9 +109,10 @@ class MLIRKernel:
     def _checked(self, compiled: Any, inputs: Any, outputs: Any, symbols: list[int]) -> Any:
         # The program's results must match the buffers Inductor allocated;
         # a mismatch would be a silent wrong result.
-        device = inputs[0].device if inputs else outputs[0].device
-        expected = self.program(*[torch.empty(t.shape, dtype=t.dtype, device="meta") for t in inputs],
-                                *symbols, device)
+        # On meta tensors, constants the program makes (full, zeros) included.
+        meta = torch.device("meta")
+        expected = self.program(*[torch.empty(t.shape, dtype=t.dtype, device=meta) for t in inputs],
+                                *symbols, meta)
         for got, want in zip(expected, outputs):
             if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
                 raise RuntimeError(
