@@ -20,8 +20,6 @@ from _simlib import (
     HCCL_INT16,
     HCCL_INT32,
     HCCL_INT64,
-    HCCL_RECV,
-    HCCL_SEND,
     HCCL_UINT8,
     HCCL_UINT64,
 )
