@@ -16,9 +16,9 @@ stream of the tensors' device, asynchronously to the host, through HCCL's C
 API: CANN's libhccl where CANN is installed, otherwise the embedded
 simulator's HCCL, which joins the processes of one machine through shared
 memory. This release has broadcast, all_reduce, reduce, all_gather (list and
-tensor forms, coalesced), reduce_scatter (list and tensor forms, coalesced)
-and barrier; point-to-point, all_to_all, gather and scatter come later (see
-README.md).
+tensor forms, coalesced), reduce_scatter (list and tensor forms, coalesced),
+all_to_all (single, even and uneven, and lists), send/recv and
+batch_isend_irecv, gather, scatter and barrier (see README.md).
 
 Loaded by torch_npu at import through the ``torch_npu.plugins`` entry point.
 """
