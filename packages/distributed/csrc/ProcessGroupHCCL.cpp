@@ -67,47 +67,54 @@ void* address(const at::Tensor& t) {
   return t.data_ptr();
 }
 
+// acc = acc `op` x, elementwise, on the current stream.
+void combine_into(at::Tensor& acc, const at::Tensor& x, HcclReduceOp op) {
+  switch (op) {
+    case HCCL_REDUCE_SUM: acc.add_(x); break;
+    case HCCL_REDUCE_PROD: acc.mul_(x); break;
+    case HCCL_REDUCE_MAX: at::maximum_out(acc, acc, x); break;
+    case HCCL_REDUCE_MIN: at::minimum_out(acc, acc, x); break;
+    default: TORCH_INTERNAL_ASSERT(false, "unexpected HcclReduceOp ", static_cast<int>(op));
+  }
+}
+
 void check_rank(int rank, int size, const char* what) {
   TORCH_CHECK_VALUE(0 <= rank && rank < size, "ProcessGroupHCCL: ", what, " ", rank,
                     " is not a rank of this group of ", size, " ranks (0 to ", size - 1, ")");
-}
-
-// Elements per index of dim 0 (all-to-all splits a tensor along dim 0).
-int64_t row_elements(const at::Tensor& t) {
-  TORCH_CHECK_VALUE(t.dim() >= 1, "ProcessGroupHCCL: all_to_all needs tensors of at least one "
-                    "dimension (it splits them along dim 0)");
-  return t.size(0) == 0 ? 0 : t.numel() / t.size(0);
 }
 
 // HCCL's counts and displacements (in elements of `t`, complex viewed as real)
 // of the pieces of `t` along dim 0: `splits` rows each, or equal pieces when
 // `splits` is empty.
 void split_pieces(const at::Tensor& t, const std::vector<int64_t>& splits, int size,
-                  const char* what, std::vector<uint64_t>* counts, std::vector<uint64_t>* displs) {
+                  const char* op, const char* what, std::vector<uint64_t>* counts,
+                  std::vector<uint64_t>* displs) {
+  TORCH_CHECK_VALUE(t.dim() >= 1, "ProcessGroupHCCL: ", op, " needs a ", what,
+                    " of at least one dimension (it is split along dim 0)");
   const at::Tensor h = as_hccl_tensor(t, nullptr);
   const int64_t rows = t.size(0);
   const int64_t row = rows == 0 ? 0 : h.numel() / rows;
   std::vector<int64_t> pieces = splits;
   if (pieces.empty()) {
-    TORCH_CHECK_VALUE(rows % size == 0, "ProcessGroupHCCL: all_to_all_single splits the ", what,
+    TORCH_CHECK_VALUE(rows % size == 0, "ProcessGroupHCCL: ", op, " splits the ", what,
                       " evenly among the ", size, " ranks unless split sizes are given, but its "
                       "dim 0 (", rows, ") is not divisible by ", size);
     pieces.assign(size, rows / size);
   }
-  TORCH_CHECK_VALUE(static_cast<int>(pieces.size()) == size, "ProcessGroupHCCL: all_to_all ",
+  TORCH_CHECK_VALUE(static_cast<int>(pieces.size()) == size, "ProcessGroupHCCL: ", op, ": the ",
                     what, " split sizes must have one entry per rank (", size, "), got ",
                     pieces.size());
   int64_t at = 0;
   counts->clear();
   displs->clear();
   for (const int64_t p : pieces) {
-    TORCH_CHECK_VALUE(p >= 0, "ProcessGroupHCCL: all_to_all ", what,
+    TORCH_CHECK_VALUE(p >= 0, "ProcessGroupHCCL: ", op, ": the ", what,
                       " split sizes must not be negative, got ", p);
     counts->push_back(static_cast<uint64_t>(p * row));
     displs->push_back(static_cast<uint64_t>(at * row));
     at += p;
   }
-  TORCH_CHECK_VALUE(at == rows, "ProcessGroupHCCL: the all_to_all ", what,
+  TORCH_CHECK_VALUE(at == rows, "ProcessGroupHCCL: ", op, ": the ", what,
                     " split sizes add up to ", at, ", but its dim 0 is ", rows);
 }
 
@@ -512,16 +519,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
   TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(),
                     "ProcessGroupHCCL: all_to_all input and output dtypes differ (",
                     input.scalar_type(), " vs ", output.scalar_type(), ")");
-  row_elements(input);
-  row_elements(output);
   TORCH_CHECK_VALUE(!inputSplitSizes.empty() || !outputSplitSizes.empty() ||
                         input.numel() == output.numel(),
                     "ProcessGroupHCCL: all_to_all_single without split sizes needs input and "
                     "output of the same number of elements; got ", input.numel(), " and ",
                     output.numel());
   std::vector<uint64_t> send_counts, send_displs, recv_counts, recv_displs;
-  split_pieces(input, inputSplitSizes, getSize(), "input", &send_counts, &send_displs);
-  split_pieces(output, outputSplitSizes, getSize(), "output", &recv_counts, &recv_displs);
+  split_pieces(input, inputSplitSizes, getSize(), "all_to_all_single", "input", &send_counts,
+               &send_displs);
+  split_pieces(output, outputSplitSizes, getSize(), "all_to_all_single", "output", &recv_counts,
+               &recv_displs);
   const HcclDataType type = hccl_data_type(as_hccl_tensor(input, nullptr).scalar_type());
   const bool even = inputSplitSizes.empty() && outputSplitSizes.empty();
   std::vector<at::Tensor> inputs{input};
@@ -657,8 +664,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(
 }
 
 void ProcessGroupHCCL::startCoalescing() {
-  TORCH_CHECK_VALUE(!coalescing_, "ProcessGroupHCCL: coalescing has already started; end it "
-                    "first");
+  // torch's _coalescing_manager does not end coalescing when its block
+  // raises: a new block starts afresh rather than leaving the group stuck.
+  if (coalescing_ && !coalesced_.empty()) {
+    TORCH_WARN("ProcessGroupHCCL: ", coalesced_.size(),
+               " send/recv operation(s) of a coalescing block that did not end (an exception "
+               "inside it?) are dropped");
+  }
   coalescing_ = true;
   coalesced_.clear();
 }
@@ -824,6 +836,91 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(
                                                           comm, stream),
                                  "HcclBatchSendRecv");
                     });
+}
+
+// ---------------------------------------------------------------------------
+// Uneven all-gather and reduce-scatter (torch_npu.distributed)
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_uneven(
+    at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& outputSplitSizes) {
+  const char* op = "all_gather_into_tensor_uneven";
+  check_same_device({input, output}, "all_gather_into_tensor_uneven tensors");
+  TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(), "ProcessGroupHCCL: ", op,
+                    ": input and output dtypes differ (", input.scalar_type(), " vs ",
+                    output.scalar_type(), ")");
+  std::vector<uint64_t> recv_counts, recv_displs;
+  split_pieces(output, outputSplitSizes, getSize(), op, "output", &recv_counts, &recv_displs);
+  const uint64_t mine = recv_counts[getRank()];
+  TORCH_CHECK_VALUE(static_cast<uint64_t>(as_hccl_tensor(input, nullptr).numel()) == mine,
+                    "ProcessGroupHCCL: ", op, ": the input of rank ", getRank(),
+                    " must fill its rows of the output (", mine, " elements), got ", input.numel(),
+                    " elements");
+  // Every rank sends its whole input to every rank.
+  const std::vector<uint64_t> send_counts(getSize(), mine);
+  const std::vector<uint64_t> send_displs(getSize(), 0);
+  const HcclDataType type = hccl_data_type(as_hccl_tensor(input, nullptr).scalar_type());
+  std::vector<at::Tensor> inputs{input};
+  return collective(inputs, {output}, c10d::OpType::_ALLGATHER_BASE, "hccl:all_gather_uneven",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      check_hccl(hccl().HcclAlltoAllV(address(input), send_counts.data(),
+                                                      send_displs.data(), type, address(output),
+                                                      recv_counts.data(), recv_displs.data(),
+                                                      type, comm, stream),
+                                 "HcclAlltoAllV");
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_uneven(
+    at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& inputSplitSizes,
+    const c10d::ReduceOp& reduce_op) {
+  const char* op = "reduce_scatter_tensor_uneven";
+  check_same_device({input, output}, "reduce_scatter_tensor_uneven tensors");
+  TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(), "ProcessGroupHCCL: ", op,
+                    ": input and output dtypes differ (", input.scalar_type(), " vs ",
+                    output.scalar_type(), ")");
+  const Reduction reduction(reduce_op);
+  const HcclReduceOp hccl_op = hccl_reduce_op(reduction.hccl, input.scalar_type());
+  as_hccl_tensor(input, &reduction.requested); // refuses what complex numbers cannot do
+  TORCH_CHECK_VALUE(!reduction.average || at::isFloatingType(input.scalar_type()) ||
+                        input.is_complex(),
+                    "ProcessGroupHCCL: ReduceOp.AVG needs a floating point or complex dtype, got ",
+                    input.scalar_type());
+  std::vector<uint64_t> send_counts, send_displs;
+  split_pieces(input, inputSplitSizes, getSize(), op, "input", &send_counts, &send_displs);
+  const uint64_t mine = send_counts[getRank()];
+  TORCH_CHECK_VALUE(static_cast<uint64_t>(as_hccl_tensor(output, nullptr).numel()) == mine,
+                    "ProcessGroupHCCL: ", op, ": the output of rank ", getRank(),
+                    " must hold its rows of the input (", mine, " elements), got ",
+                    output.numel(), " elements");
+  // Each rank's piece goes to its rank (HcclAlltoAllV, which also checks that
+  // the ranks agree on the split sizes), which combines the pieces in rank
+  // order, as HCCL's reductions do.
+  std::vector<uint64_t> recv_counts(getSize(), mine);
+  std::vector<uint64_t> recv_displs;
+  for (int r = 0; r < getSize(); ++r) {
+    recv_displs.push_back(r * mine);
+  }
+  const HcclDataType type = hccl_data_type(as_hccl_tensor(input, nullptr).scalar_type());
+  std::vector<at::Tensor> inputs{input};
+  return collective(
+      inputs, {output}, c10d::OpType::_REDUCE_SCATTER_BASE, "hccl:reduce_scatter_uneven",
+      [&](HcclComm comm, aclrtStream stream) {
+        at::Tensor in = as_hccl_tensor(input, nullptr);
+        at::Tensor out = as_hccl_tensor(output, nullptr).view({-1});
+        at::Tensor pieces = at::empty({static_cast<int64_t>(mine) * getSize()}, in.options());
+        check_hccl(hccl().HcclAlltoAllV(address(in), send_counts.data(), send_displs.data(), type,
+                                        address(pieces), recv_counts.data(), recv_displs.data(),
+                                        type, comm, stream),
+                   "HcclAlltoAllV");
+        const auto m = static_cast<int64_t>(mine);
+        out.copy_(pieces.narrow(0, 0, m));
+        for (int r = 1; r < getSize(); ++r) {
+          combine_into(out, pieces.narrow(0, r * m, m), hccl_op);
+        }
+        if (reduction.average) {
+          output.div_(getSize());
+        }
+      });
 }
 
 } // namespace c10d_npu

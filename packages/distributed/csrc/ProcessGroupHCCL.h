@@ -133,6 +133,18 @@ class ProcessGroupHCCL : public c10d::Backend {
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
 
+  // torch_npu.distributed.all_gather_into_tensor_uneven: rank r's input fills
+  // outputSplitSizes[r] rows of the output (even when empty). One
+  // HcclAlltoAllV that sends each rank's input whole to every rank.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_uneven(
+      at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& outputSplitSizes);
+  // torch_npu.distributed.reduce_scatter_tensor_uneven: rank r gets the
+  // reduction of every rank's inputSplitSizes[r] rows for it. An
+  // HcclAlltoAllV of the pieces, combined in rank order on each rank.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_uneven(
+      at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& inputSplitSizes,
+      const c10d::ReduceOp& op);
+
  private:
   // One send or receive collected while coalescing.
   struct PeerOp {

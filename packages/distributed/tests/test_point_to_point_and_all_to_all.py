@@ -184,3 +184,121 @@ def test_a_receive_of_another_size_fails_both_ranks(tmp_path):
     assert "HcclRecv failed on rank 1 of 2" in receiver, receiver
     assert "rank 0 sends 4 elements of HCCL_DATA_TYPE_FP32, but rank 1 receives 3" in receiver
     assert "HcclSend failed on rank 0 of 2" in sender and "rank 1 of the communicator failed" in sender
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_uneven_all_gather_and_reduce_scatter(tmp_path, world):
+    outputs = run_ranks(tmp_path, """
+        from torch_npu.distributed import (all_gather_into_tensor_uneven,
+                                           reduce_scatter_tensor_uneven)
+        splits = [s + 1 for s in range(world)]  # rank s owns s + 1 rows
+        for dtype in DTYPES:
+            mine = make([10 * rank + i for i in range(2 * splits[rank])], dtype).reshape(-1, 2)
+            out = torch.empty((sum(splits), 2), dtype=dtype).npu()
+            assert all_gather_into_tensor_uneven(out, mine.npu(), splits) is None
+            expected = torch.cat([make([10 * s + i for i in range(2 * splits[s])],
+                                       dtype).reshape(-1, 2) for s in range(world)])
+            check(f"all_gather uneven {dtype}", out, expected)
+        for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.int8):
+            for op, combine in [(dist.ReduceOp.SUM, sum), (dist.ReduceOp.MAX, max),
+                                (dist.ReduceOp.MIN, min)]:
+                # Rank r's input row i holds r + i + 1 (in both columns).
+                def row_values(r):
+                    return [r + i + 1 for i in range(sum(splits))]
+                x = torch.tensor(row_values(rank), dtype=dtype).repeat_interleave(2).reshape(-1, 2)
+                out = torch.empty((splits[rank], 2), dtype=dtype).npu()
+                work = reduce_scatter_tensor_uneven(out, x.npu(), splits, op=op, async_op=True)
+                work.wait()
+                start = sum(splits[:rank])
+                reduced = [combine(row_values(r)[i] for r in range(world))
+                           for i in range(start, start + splits[rank])]
+                expected = torch.tensor(reduced, dtype=dtype).repeat_interleave(2).reshape(-1, 2)
+                check(f"reduce_scatter uneven {dtype} {op}", out, expected)
+        x = torch.arange(2.0 * world).npu() * (rank + 1)
+        out = torch.empty(2).npu()
+        reduce_scatter_tensor_uneven(out, x, op=dist.ReduceOp.AVG)  # even split
+        check("reduce_scatter avg", out,
+              torch.arange(2.0 * rank, 2.0 * rank + 2) * (world + 1) / 2)
+        print("ok")
+        dist.destroy_process_group()
+    """, world=world, prelude=PRELUDE + DTYPES)
+    assert outputs == ["ok\n"] * world
+
+
+def test_uneven_collectives_refuse_bad_splits(tmp_path):
+    outputs = run_ranks(tmp_path, """
+        from torch_npu.distributed import (all_gather_into_tensor_uneven,
+                                           reduce_scatter_tensor_uneven)
+        def error_of(fn):
+            try:
+                fn()
+                torch.npu.synchronize()
+            except Exception as e:
+                return f"{type(e).__name__}: {e}".splitlines()[0]
+            return "no error"
+        print(error_of(lambda: all_gather_into_tensor_uneven(
+            torch.empty(5).npu(), torch.ones(2).npu(), [2, 2])))
+        print(error_of(lambda: all_gather_into_tensor_uneven(
+            torch.empty(5).npu(), torch.ones(2).npu(), [2, 2, 1])))
+        print(error_of(lambda: all_gather_into_tensor_uneven(
+            torch.empty(5).npu(), torch.ones(4).npu(), [2, 3] if rank == 0 else [4, 1])))
+        print(error_of(lambda: reduce_scatter_tensor_uneven(
+            torch.empty(1).npu(), torch.ones(5).npu(), [3, 2])))
+        # The ranks disagree: rank 0 thinks it owns 3 rows, rank 1 thinks 2.
+        splits = [3, 2] if rank == 0 else [2, 3]
+        print(error_of(lambda: reduce_scatter_tensor_uneven(
+            torch.empty(splits[rank]).npu(), torch.ones(5).npu(), splits)))
+        os._exit(0)  # the communicator has failed; nothing to tear down
+    """)
+    for rank, out in enumerate(outputs):
+        sums, count, rows, output, disagree = out.splitlines()
+        assert "output split sizes add up to 4, but its dim 0 is 5" in sums, sums
+        assert "must have one entry per rank (2), got 3" in count, count
+        assert f"the input of rank {rank} must fill its rows of the output" in rows, rows
+        assert (f"the output of rank {rank} must hold its rows of the input ({3 - rank} "
+                "elements), got 1") in output, output
+        assert "HcclAlltoAllV failed on rank" in disagree, disagree
+        assert "rank 0 sends 2 elements to rank 1, but rank 1 expects 3 from rank 0" in disagree
+
+
+def test_subgroups_and_coalescing(tmp_path):
+    outputs = run_ranks(tmp_path, """
+        # Point-to-point in a group of ranks 1 and 2: peers are global ranks,
+        # the backend sees group ranks.
+        pair = dist.new_group([1, 2], backend="hccl")
+        if rank > 0:
+            t = torch.full((3,), float(rank)).npu()
+            dist.barrier(group=pair)  # the group's first operation involves both ranks
+            if rank == 1:
+                dist.send(t, dst=2, group=pair)
+            else:
+                dist.recv(t, src=1, group=pair)
+            got = [torch.empty(3).npu() for _ in range(2)]
+            dist.gather(t, got if rank == 2 else None, dst=2, group=pair)
+            print("pair", t.tolist(), [g.tolist() for g in got] if rank == 2 else None)
+        # Only send and recv can be coalesced; what else is called in the
+        # block is refused instead of running out of order.
+        device = torch.device("npu", rank)
+        try:
+            with dist._coalescing_manager(device=device):
+                dist.broadcast(torch.ones(2).npu(), src=0)
+        except Exception as e:
+            print(type(e).__name__, "hccl coalesces only send and recv" in str(e))
+        # The group still works: an empty coalescing block, then a batch.
+        with dist._coalescing_manager(device=device, async_ops=True) as cm:
+            pass
+        cm.wait()
+        t = torch.full((2,), float(rank)).npu()
+        out = torch.empty(2).npu()
+        works = dist.batch_isend_irecv([dist.P2POp(dist.isend, t, (rank + 1) % world),
+                                        dist.P2POp(dist.irecv, out, (rank - 1) % world)])
+        for w in works:
+            w.wait()
+        print(out.tolist())
+        dist.destroy_process_group()
+    """, world=3)
+    assert outputs[0].splitlines()[-2:] == ["ValueError True", "[2.0, 2.0]"]
+    assert outputs[1].splitlines() == ["pair [1.0, 1.0, 1.0] None", "ValueError True",
+                                       "[0.0, 0.0]"]
+    assert outputs[2].splitlines() == [
+        "pair [1.0, 1.0, 1.0] [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]", "ValueError True", "[1.0, 1.0]"]
