@@ -17,7 +17,6 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <numeric>
 #include <random>
 
 #include "collective_reduce.h"
