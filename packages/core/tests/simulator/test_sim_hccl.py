@@ -391,6 +391,19 @@ def test_a_send_nobody_receives_times_out_naming_the_peer(runner, tmp_path):
     assert "timed out after 1 s (rank 0 of 2) waiting for rank 1 to receive the 1 elements" in out
 
 
+def test_a_peer_that_exits_fails_a_send_to_it(runner, tmp_path):
+    results = run_ranks(runner, tmp_path, """
+        p = upload([1.0], "f")
+        if rank == 1:
+            os._exit(0)  # leaves without receiving
+        ok(lib.HcclSend(p, 1, HCCL_FP32, 1, comm, stream))
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+    """, timeout=30)
+    out = all_ok(results)[0]
+    assert out.startswith("507015 ") and "HcclSend failed on rank 0 of 2" in out
+    assert "rank 1 (process" in out and "exited before the collective completed" in out
+
+
 def test_collectives_are_device_work_on_the_stream(runner, tmp_path):
     # Rank 0's call returns while rank 1 is still away: its stream is busy
     # until rank 1 comes, and then holds the sum.
