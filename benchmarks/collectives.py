@@ -1,13 +1,13 @@
-"""all_reduce between two processes: hccl on npu (the simulator) vs gloo on CPU, side by side.
+"""Collectives between two processes: hccl on npu (the simulator) vs gloo on CPU, side by side.
 
     python benchmarks/collectives.py
 
 Starts two ranks (npu:0 and npu:1, one process each) that hold both a hccl
-group and a gloo group, and times `all_reduce` (sum, float32) at several sizes
-on each: gloo on CPU tensors, hccl on npu tensors followed by
-`torch.npu.synchronize()`. Prints time per all_reduce and the ratio
-hccl/gloo (below 1: hccl is faster). Each figure is the median of 7 trials
-that alternate between the two backends.
+group and a gloo group, and times `all_reduce` (sum, float32) and
+`all_to_all_single` (even splits) at several sizes on each: gloo on CPU
+tensors, hccl on npu tensors followed by `torch.npu.synchronize()`. Prints
+time per call and the ratio hccl/gloo (below 1: hccl is faster). Each figure
+is the median of 7 trials that alternate between the two backends.
 """
 
 from __future__ import annotations
@@ -36,33 +36,42 @@ def rank_main(rank: int, world: int, store: str) -> None:
         print(f"torch {torch.__version__}, torch_npu {torch_npu.__version__}, 2 ranks, "
               f"{torch.get_num_threads()} CPU threads each, "
               f"NPU_SIM_CHECKER={os.environ.get('NPU_SIM_CHECKER', '')}")
-        print(f"{'all_reduce float32':24s} {'gloo (cpu)':>12s} {'hccl (npu)':>12s} {'hccl/gloo time':>15s}")
-    for numel, iterations in SIZES:
-        cpu = torch.ones(numel)
-        npu = torch.ones(numel).npu()
-
-        def run_gloo() -> None:
-            for _ in range(iterations):
-                dist.all_reduce(cpu, group=gloo)
-
-        def run_hccl() -> None:
-            for _ in range(iterations):
-                dist.all_reduce(npu)
-            torch.npu.synchronize()
-
-        run_gloo()
-        run_hccl()  # warm-up: communicators, buffers, caches
-        times: dict[str, list[float]] = {"gloo": [], "hccl": []}
-        for _ in range(TRIALS):
-            for name, fn in (("gloo", run_gloo), ("hccl", run_hccl)):
-                dist.barrier(group=gloo)  # both ranks start together
-                start = time.perf_counter()
-                fn()
-                times[name].append((time.perf_counter() - start) / iterations)
-        gloo_t, hccl_t = statistics.median(times["gloo"]), statistics.median(times["hccl"])
+    collectives = {
+        "all_reduce": lambda t, out, group: dist.all_reduce(t, group=group),
+        "all_to_all_single": lambda t, out, group: dist.all_to_all_single(out, t, group=group),
+    }
+    for collective, call in collectives.items():
         if rank == 0:
-            size = f"{numel * 4 / 1024:.0f} KiB" if numel * 4 < (1 << 20) else f"{numel * 4 >> 20} MiB"
-            print(f"{size:24s} {gloo_t * 1e6:10.1f}us {hccl_t * 1e6:10.1f}us {hccl_t / gloo_t:15.2f}")
+            print(f"{collective + ' float32':24s} {'gloo (cpu)':>12s} {'hccl (npu)':>12s} "
+                  f"{'hccl/gloo time':>15s}")
+        for numel, iterations in SIZES:
+            cpu, cpu_out = torch.ones(numel), torch.empty(numel)
+            npu, npu_out = torch.ones(numel).npu(), torch.empty(numel).npu()
+
+            def run_gloo() -> None:
+                for _ in range(iterations):
+                    call(cpu, cpu_out, gloo)
+
+            def run_hccl() -> None:
+                for _ in range(iterations):
+                    call(npu, npu_out, None)
+                torch.npu.synchronize()
+
+            run_gloo()
+            run_hccl()  # warm-up: communicators, buffers, caches
+            times: dict[str, list[float]] = {"gloo": [], "hccl": []}
+            for _ in range(TRIALS):
+                for name, fn in (("gloo", run_gloo), ("hccl", run_hccl)):
+                    dist.barrier(group=gloo)  # both ranks start together
+                    start = time.perf_counter()
+                    fn()
+                    times[name].append((time.perf_counter() - start) / iterations)
+            gloo_t, hccl_t = statistics.median(times["gloo"]), statistics.median(times["hccl"])
+            if rank == 0:
+                size = (f"{numel * 4 / 1024:.0f} KiB" if numel * 4 < (1 << 20)
+                        else f"{numel * 4 >> 20} MiB")
+                print(f"{size:24s} {gloo_t * 1e6:10.1f}us {hccl_t * 1e6:10.1f}us "
+                      f"{hccl_t / gloo_t:15.2f}")
     dist.destroy_process_group()
 
 

@@ -69,6 +69,57 @@ void* address(const at::Tensor& t) {
   return t.data_ptr();
 }
 
+// acc = acc `op` x, elementwise, on the current stream.
+void combine_into(at::Tensor& acc, const at::Tensor& x, HcclReduceOp op) {
+  switch (op) {
+    case HCCL_REDUCE_SUM: acc.add_(x); break;
+    case HCCL_REDUCE_PROD: acc.mul_(x); break;
+    case HCCL_REDUCE_MAX: at::maximum_out(acc, acc, x); break;
+    case HCCL_REDUCE_MIN: at::minimum_out(acc, acc, x); break;
+    default: TORCH_INTERNAL_ASSERT(false, "unexpected HcclReduceOp ", static_cast<int>(op));
+  }
+}
+
+void check_rank(int rank, int size, const char* what) {
+  TORCH_CHECK_VALUE(0 <= rank && rank < size, "ProcessGroupHCCL: ", what, " ", rank,
+                    " is not a rank of this group of ", size, " ranks (0 to ", size - 1, ")");
+}
+
+// HCCL's counts and displacements (in elements of `t`, complex viewed as real)
+// of the pieces of `t` along dim 0: `splits` rows each, or equal pieces when
+// `splits` is empty.
+void split_pieces(const at::Tensor& t, const std::vector<int64_t>& splits, int size,
+                  const char* op, const char* what, std::vector<uint64_t>* counts,
+                  std::vector<uint64_t>* displs) {
+  TORCH_CHECK_VALUE(t.dim() >= 1, "ProcessGroupHCCL: ", op, " needs a ", what,
+                    " of at least one dimension (it is split along dim 0)");
+  const at::Tensor h = as_hccl_tensor(t, nullptr);
+  const int64_t rows = t.size(0);
+  const int64_t row = rows == 0 ? 0 : h.numel() / rows;
+  std::vector<int64_t> pieces = splits;
+  if (pieces.empty()) {
+    TORCH_CHECK_VALUE(rows % size == 0, "ProcessGroupHCCL: ", op, " splits the ", what,
+                      " evenly among the ", size, " ranks unless split sizes are given, but its "
+                      "dim 0 (", rows, ") is not divisible by ", size);
+    pieces.assign(size, rows / size);
+  }
+  TORCH_CHECK_VALUE(static_cast<int>(pieces.size()) == size, "ProcessGroupHCCL: ", op, ": the ",
+                    what, " split sizes must have one entry per rank (", size, "), got ",
+                    pieces.size());
+  int64_t at = 0;
+  counts->clear();
+  displs->clear();
+  for (const int64_t p : pieces) {
+    TORCH_CHECK_VALUE(p >= 0, "ProcessGroupHCCL: ", op, ": the ", what,
+                      " split sizes must not be negative, got ", p);
+    counts->push_back(static_cast<uint64_t>(p * row));
+    displs->push_back(static_cast<uint64_t>(at * row));
+    at += p;
+  }
+  TORCH_CHECK_VALUE(at == rows, "ProcessGroupHCCL: ", op, ": the ", what,
+                    " split sizes add up to ", at, ", but its dim 0 is ", rows);
+}
+
 } // namespace
 
 MemoryReuse memory_reuse_mode() {
@@ -211,6 +262,19 @@ ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) 
 
 template <typename Launch>
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(
+    const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs, c10d::OpType type,
+    const char* name, Launch launch, bool host_waits) {
+  // Running it now would put it before the point-to-point operations
+  // collected so far, and it cannot join their HcclBatchSendRecv.
+  TORCH_CHECK_VALUE(!coalescing_, "ProcessGroupHCCL: ", name,
+                    " was called while send/recv operations are being coalesced "
+                    "(batch_isend_irecv or _coalescing_manager with a device); hccl coalesces "
+                    "only send and recv: call it outside the coalescing block");
+  return launch_work(inputs, std::move(outputs), type, name, std::move(launch), host_waits);
+}
+
+template <typename Launch>
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::launch_work(
     const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs, c10d::OpType type,
     const char* name, Launch launch, bool host_waits) {
   const c10::Device device = inputs[0].device();
@@ -506,6 +570,420 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOpti
                       check_hccl(hccl().HcclBarrier(comm, stream), "HcclBarrier");
                     },
                     /*host_waits=*/true);
+}
+
+// ---------------------------------------------------------------------------
+// All-to-all
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
+    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& /*opts*/) {
+  check_same_device({input, output}, "all_to_all tensors");
+  TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(),
+                    "ProcessGroupHCCL: all_to_all input and output dtypes differ (",
+                    input.scalar_type(), " vs ", output.scalar_type(), ")");
+  TORCH_CHECK_VALUE(!inputSplitSizes.empty() || !outputSplitSizes.empty() ||
+                        input.numel() == output.numel(),
+                    "ProcessGroupHCCL: all_to_all_single without split sizes needs input and "
+                    "output of the same number of elements; got ", input.numel(), " and ",
+                    output.numel());
+  std::vector<uint64_t> send_counts, send_displs, recv_counts, recv_displs;
+  split_pieces(input, inputSplitSizes, getSize(), "all_to_all_single", "input", &send_counts,
+               &send_displs);
+  split_pieces(output, outputSplitSizes, getSize(), "all_to_all_single", "output", &recv_counts,
+               &recv_displs);
+  const HcclDataType type = hccl_data_type(as_hccl_tensor(input, nullptr).scalar_type());
+  const bool even = inputSplitSizes.empty() && outputSplitSizes.empty();
+  std::vector<at::Tensor> inputs{input};
+  return collective(inputs, {output}, c10d::OpType::ALLTOALL_BASE, "hccl:all_to_all_single",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      if (even) {
+                        check_hccl(hccl().HcclAlltoAll(address(input), send_counts[0], type,
+                                                       address(output), recv_counts[0], type,
+                                                       comm, stream),
+                                   "HcclAlltoAll");
+                      } else {
+                        check_hccl(hccl().HcclAlltoAllV(
+                                       address(input), send_counts.data(), send_displs.data(),
+                                       type, address(output), recv_counts.data(),
+                                       recv_displs.data(), type, comm, stream),
+                                   "HcclAlltoAllV");
+                      }
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& /*opts*/) {
+  TORCH_CHECK_VALUE(inputs.size() == static_cast<size_t>(getSize()) &&
+                        outputs.size() == static_cast<size_t>(getSize()),
+                    "ProcessGroupHCCL: all_to_all needs one input and one output tensor per "
+                    "rank (", getSize(), "), got ", inputs.size(), " and ", outputs.size());
+  check_same_device(inputs, "all_to_all inputs");
+  check_same_device(outputs, "all_to_all outputs");
+  TORCH_CHECK_VALUE(inputs[0].device() == outputs[0].device(),
+                    "ProcessGroupHCCL: all_to_all inputs and outputs must be on one device; got ",
+                    inputs[0].device(), " and ", outputs[0].device());
+  const at::ScalarType dtype = inputs[0].scalar_type();
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const auto& t : *list) {
+      TORCH_CHECK_VALUE(t.scalar_type() == dtype, "ProcessGroupHCCL: all_to_all tensors must "
+                        "all have one dtype; got ", dtype, " and ", t.scalar_type());
+    }
+  }
+  // Packed into one buffer each way; counts in elements of the HCCL view.
+  std::vector<uint64_t> send_counts, send_displs, recv_counts, recv_displs;
+  uint64_t send_total = 0;
+  uint64_t recv_total = 0;
+  for (int r = 0; r < getSize(); ++r) {
+    const auto in = static_cast<uint64_t>(as_hccl_tensor(inputs[r], nullptr).numel());
+    const auto out = static_cast<uint64_t>(as_hccl_tensor(outputs[r], nullptr).numel());
+    send_counts.push_back(in);
+    send_displs.push_back(send_total);
+    recv_counts.push_back(out);
+    recv_displs.push_back(recv_total);
+    send_total += in;
+    recv_total += out;
+  }
+  const HcclDataType type = hccl_data_type(as_hccl_tensor(inputs[0], nullptr).scalar_type());
+  return collective(inputs, outputs, c10d::OpType::ALLTOALL, "hccl:all_to_all",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      const at::Tensor first = as_hccl_tensor(inputs[0], nullptr);
+                      at::Tensor send = at::empty({static_cast<int64_t>(send_total)},
+                                                  first.options());
+                      at::Tensor recv = at::empty({static_cast<int64_t>(recv_total)},
+                                                  first.options());
+                      for (int r = 0; r < getSize(); ++r) {
+                        send.narrow(0, send_displs[r], send_counts[r])
+                            .copy_(as_hccl_tensor(inputs[r], nullptr).reshape({-1}));
+                      }
+                      check_hccl(hccl().HcclAlltoAllV(address(send), send_counts.data(),
+                                                      send_displs.data(), type, address(recv),
+                                                      recv_counts.data(), recv_displs.data(),
+                                                      type, comm, stream),
+                                 "HcclAlltoAllV");
+                      for (int r = 0; r < getSize(); ++r) {
+                        at::Tensor target = as_hccl_tensor(outputs[r], nullptr);
+                        target.copy_(recv.narrow(0, recv_displs[r], recv_counts[r])
+                                         .view(target.sizes()));
+                      }
+                    });
+}
+
+// ---------------------------------------------------------------------------
+// Point-to-point
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::point_to_point(std::vector<at::Tensor>& tensors,
+                                                                int peer, bool send) {
+  const char* what = send ? "send tensors" : "recv tensors";
+  check_same_device(tensors, what);
+  TORCH_CHECK_VALUE(tensors.size() == 1, "ProcessGroupHCCL: ", send ? "send" : "recv",
+                    " takes one tensor");
+  check_rank(peer, getSize(), send ? "send destination" : "recv source");
+  TORCH_CHECK_VALUE(peer != getRank(), "ProcessGroupHCCL: rank ", getRank(), " cannot ",
+                    send ? "send to" : "receive from", " itself outside batch_isend_irecv");
+  hccl_data_type(as_hccl_tensor(tensors[0], nullptr).scalar_type()); // refuses what HCCL cannot carry
+  if (coalescing_) {
+    coalesced_.push_back(PeerOp{send, peer, tensors[0]});
+    return nullptr; // endCoalescing() returns the work of the whole batch
+  }
+  const auto peer_rank = static_cast<uint32_t>(peer);
+  const at::Tensor tensor = tensors[0];
+  std::vector<at::Tensor> outputs;
+  if (!send) {
+    outputs.push_back(tensor);
+  }
+  return collective(tensors, outputs, send ? c10d::OpType::SEND : c10d::OpType::RECV,
+                    send ? "hccl:send" : "hccl:recv", [&](HcclComm comm, aclrtStream stream) {
+                      at::Tensor t = as_hccl_tensor(tensor, nullptr);
+                      const HcclDataType type = hccl_data_type(t.scalar_type());
+                      if (send) {
+                        check_hccl(hccl().HcclSend(address(t), t.numel(), type, peer_rank, comm,
+                                                   stream),
+                                   "HcclSend");
+                      } else {
+                        check_hccl(hccl().HcclRecv(address(t), t.numel(), type, peer_rank, comm,
+                                                   stream),
+                                   "HcclRecv");
+                      }
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors,
+                                                      int dstRank, int /*tag*/) {
+  return point_to_point(tensors, dstRank, /*send=*/true);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors,
+                                                      int srcRank, int /*tag*/) {
+  return point_to_point(tensors, srcRank, /*send=*/false);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(
+    std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
+  TORCH_CHECK_VALUE(false, "ProcessGroupHCCL: HCCL cannot receive from any source; name the "
+                    "sending rank (dist.recv(tensor, src=...)), or send its rank first with "
+                    "a collective");
+}
+
+void ProcessGroupHCCL::startCoalescing() {
+  // torch's _coalescing_manager does not end coalescing when its block
+  // raises: a new block starts afresh rather than leaving the group stuck.
+  if (coalescing_ && !coalesced_.empty()) {
+    TORCH_WARN("ProcessGroupHCCL: ", coalesced_.size(),
+               " send/recv operation(s) of a coalescing block that did not end (an exception "
+               "inside it?) are dropped");
+  }
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::endCoalescing() {
+  TORCH_CHECK_VALUE(coalescing_, "ProcessGroupHCCL: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  std::vector<PeerOp> ops = std::move(coalesced_);
+  coalesced_.clear();
+  if (ops.empty()) {
+    // Nothing was collected (the collectives of a _coalescing_manager block
+    // took torch's fast path): a work that is already done.
+    auto work = c10::make_intrusive<WorkHCCL>(getRank(), c10d::OpType::COALESCED,
+                                              "hccl:coalesced", c10::Device(
+                                                  c10::DeviceType::PrivateUse1,
+                                                  c10_npu::current_device()),
+                                              std::vector<at::Tensor>{}, false);
+    work->end_.record(c10_npu::getCurrentNPUStream(work->device_.index()));
+    work->future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{work->device_});
+    work->future_->markCompleted(at::IValue(work->outputs_));
+    return work;
+  }
+  std::vector<at::Tensor> tensors;
+  std::vector<at::Tensor> received;
+  for (const PeerOp& op : ops) {
+    TORCH_CHECK_VALUE(op.tensor.device() == ops[0].tensor.device(),
+                      "ProcessGroupHCCL: the tensors of one batch_isend_irecv must be on one "
+                      "device; got ", ops[0].tensor.device(), " and ", op.tensor.device());
+    tensors.push_back(op.tensor);
+    if (!op.send) {
+      received.push_back(op.tensor);
+    }
+  }
+  return launch_work(tensors, received, c10d::OpType::COALESCED, "hccl:batch_isend_irecv",
+                     [&](HcclComm comm, aclrtStream stream) {
+                       std::vector<HcclSendRecvItem> items;
+                       for (const PeerOp& op : ops) {
+                         at::Tensor t = as_hccl_tensor(op.tensor, nullptr);
+                         items.push_back(HcclSendRecvItem{
+                             op.send ? HCCL_SEND : HCCL_RECV, address(t),
+                             static_cast<uint64_t>(t.numel()), hccl_data_type(t.scalar_type()),
+                             static_cast<uint32_t>(op.peer)});
+                       }
+                       check_hccl(hccl().HcclBatchSendRecv(items.data(),
+                                                           static_cast<uint32_t>(items.size()),
+                                                           comm, stream),
+                                  "HcclBatchSendRecv");
+                     },
+                     /*host_waits=*/false);
+}
+
+// ---------------------------------------------------------------------------
+// gather and scatter
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  check_same_device(inputs, "gather inputs");
+  TORCH_CHECK_VALUE(inputs.size() == 1, "ProcessGroupHCCL: gather takes one tensor per process");
+  check_rank(static_cast<int>(opts.rootRank), getSize(), "gather root");
+  const int root = static_cast<int>(opts.rootRank);
+  const at::Tensor input = inputs[0];
+  std::vector<at::Tensor> targets;
+  if (getRank() == root) {
+    TORCH_CHECK_VALUE(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(getSize()),
+                      "ProcessGroupHCCL: the gather root needs one output tensor per rank (",
+                      getSize(), ")");
+    targets = outputs[0];
+    check_same_device(targets, "gather outputs");
+    for (const auto& t : targets) {
+      TORCH_CHECK_VALUE(t.numel() == input.numel() && t.scalar_type() == input.scalar_type(),
+                        "ProcessGroupHCCL: every gather output must match the input's size and "
+                        "dtype");
+    }
+  } else {
+    TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                      "ProcessGroupHCCL: only the gather root (rank ", root,
+                      ") takes output tensors");
+  }
+  hccl_data_type(as_hccl_tensor(input, nullptr).scalar_type());
+  const bool is_root = getRank() == root;
+  return collective(inputs, targets, c10d::OpType::GATHER, "hccl:gather",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      at::Tensor in = as_hccl_tensor(input, nullptr);
+                      const HcclDataType type = hccl_data_type(in.scalar_type());
+                      if (!is_root) {
+                        check_hccl(hccl().HcclSend(address(in), in.numel(), type,
+                                                   static_cast<uint32_t>(root), comm, stream),
+                                   "HcclSend");
+                        return;
+                      }
+                      std::vector<HcclSendRecvItem> items;
+                      for (int r = 0; r < getSize(); ++r) {
+                        at::Tensor target = as_hccl_tensor(targets[r], nullptr);
+                        if (r == root) {
+                          target.copy_(in.view(target.sizes()));
+                        } else {
+                          items.push_back(HcclSendRecvItem{
+                              HCCL_RECV, address(target), static_cast<uint64_t>(target.numel()),
+                              type, static_cast<uint32_t>(r)});
+                        }
+                      }
+                      check_hccl(hccl().HcclBatchSendRecv(items.data(),
+                                                          static_cast<uint32_t>(items.size()),
+                                                          comm, stream),
+                                 "HcclBatchSendRecv");
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  check_same_device(outputs, "scatter outputs");
+  TORCH_CHECK_VALUE(outputs.size() == 1, "ProcessGroupHCCL: scatter takes one output tensor per "
+                    "process");
+  check_rank(static_cast<int>(opts.rootRank), getSize(), "scatter root");
+  const int root = static_cast<int>(opts.rootRank);
+  const at::Tensor output = outputs[0];
+  std::vector<at::Tensor> sources;
+  if (getRank() == root) {
+    TORCH_CHECK_VALUE(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(getSize()),
+                      "ProcessGroupHCCL: the scatter root needs one input tensor per rank (",
+                      getSize(), ")");
+    sources = inputs[0];
+    check_same_device(sources, "scatter inputs");
+    for (const auto& t : sources) {
+      TORCH_CHECK_VALUE(t.numel() == output.numel() && t.scalar_type() == output.scalar_type(),
+                        "ProcessGroupHCCL: every scatter input must match the output's size and "
+                        "dtype");
+    }
+  } else {
+    TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                      "ProcessGroupHCCL: only the scatter root (rank ", root,
+                      ") takes input tensors");
+  }
+  hccl_data_type(as_hccl_tensor(output, nullptr).scalar_type());
+  const bool is_root = getRank() == root;
+  std::vector<at::Tensor> reads = is_root ? sources : outputs;
+  return collective(reads, outputs, c10d::OpType::SCATTER, "hccl:scatter",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      at::Tensor out = as_hccl_tensor(output, nullptr);
+                      const HcclDataType type = hccl_data_type(out.scalar_type());
+                      if (!is_root) {
+                        check_hccl(hccl().HcclRecv(address(out), out.numel(), type,
+                                                   static_cast<uint32_t>(root), comm, stream),
+                                   "HcclRecv");
+                        return;
+                      }
+                      std::vector<HcclSendRecvItem> items;
+                      for (int r = 0; r < getSize(); ++r) {
+                        at::Tensor source = as_hccl_tensor(sources[r], nullptr);
+                        if (r == root) {
+                          out.copy_(source.view(out.sizes()));
+                        } else {
+                          items.push_back(HcclSendRecvItem{
+                              HCCL_SEND, address(source), static_cast<uint64_t>(source.numel()),
+                              type, static_cast<uint32_t>(r)});
+                        }
+                      }
+                      check_hccl(hccl().HcclBatchSendRecv(items.data(),
+                                                          static_cast<uint32_t>(items.size()),
+                                                          comm, stream),
+                                 "HcclBatchSendRecv");
+                    });
+}
+
+// ---------------------------------------------------------------------------
+// Uneven all-gather and reduce-scatter (torch_npu.distributed)
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_uneven(
+    at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& outputSplitSizes) {
+  const char* op = "all_gather_into_tensor_uneven";
+  check_same_device({input, output}, "all_gather_into_tensor_uneven tensors");
+  TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(), "ProcessGroupHCCL: ", op,
+                    ": input and output dtypes differ (", input.scalar_type(), " vs ",
+                    output.scalar_type(), ")");
+  std::vector<uint64_t> recv_counts, recv_displs;
+  split_pieces(output, outputSplitSizes, getSize(), op, "output", &recv_counts, &recv_displs);
+  const uint64_t mine = recv_counts[getRank()];
+  TORCH_CHECK_VALUE(static_cast<uint64_t>(as_hccl_tensor(input, nullptr).numel()) == mine,
+                    "ProcessGroupHCCL: ", op, ": the input of rank ", getRank(),
+                    " must fill its rows of the output (", mine, " elements), got ", input.numel(),
+                    " elements");
+  // Every rank sends its whole input to every rank.
+  const std::vector<uint64_t> send_counts(getSize(), mine);
+  const std::vector<uint64_t> send_displs(getSize(), 0);
+  const HcclDataType type = hccl_data_type(as_hccl_tensor(input, nullptr).scalar_type());
+  std::vector<at::Tensor> inputs{input};
+  return collective(inputs, {output}, c10d::OpType::_ALLGATHER_BASE, "hccl:all_gather_uneven",
+                    [&](HcclComm comm, aclrtStream stream) {
+                      check_hccl(hccl().HcclAlltoAllV(address(input), send_counts.data(),
+                                                      send_displs.data(), type, address(output),
+                                                      recv_counts.data(), recv_displs.data(),
+                                                      type, comm, stream),
+                                 "HcclAlltoAllV");
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_uneven(
+    at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& inputSplitSizes,
+    const c10d::ReduceOp& reduce_op) {
+  const char* op = "reduce_scatter_tensor_uneven";
+  check_same_device({input, output}, "reduce_scatter_tensor_uneven tensors");
+  TORCH_CHECK_VALUE(input.scalar_type() == output.scalar_type(), "ProcessGroupHCCL: ", op,
+                    ": input and output dtypes differ (", input.scalar_type(), " vs ",
+                    output.scalar_type(), ")");
+  const Reduction reduction(reduce_op);
+  const HcclReduceOp hccl_op = hccl_reduce_op(reduction.hccl, input.scalar_type());
+  as_hccl_tensor(input, &reduction.requested); // refuses what complex numbers cannot do
+  TORCH_CHECK_VALUE(!reduction.average || at::isFloatingType(input.scalar_type()) ||
+                        input.is_complex(),
+                    "ProcessGroupHCCL: ReduceOp.AVG needs a floating point or complex dtype, got ",
+                    input.scalar_type());
+  std::vector<uint64_t> send_counts, send_displs;
+  split_pieces(input, inputSplitSizes, getSize(), op, "input", &send_counts, &send_displs);
+  const uint64_t mine = send_counts[getRank()];
+  TORCH_CHECK_VALUE(static_cast<uint64_t>(as_hccl_tensor(output, nullptr).numel()) == mine,
+                    "ProcessGroupHCCL: ", op, ": the output of rank ", getRank(),
+                    " must hold its rows of the input (", mine, " elements), got ",
+                    output.numel(), " elements");
+  // Each rank's piece goes to its rank (HcclAlltoAllV, which also checks that
+  // the ranks agree on the split sizes), which combines the pieces in rank
+  // order, as HCCL's reductions do.
+  std::vector<uint64_t> recv_counts(getSize(), mine);
+  std::vector<uint64_t> recv_displs;
+  for (int r = 0; r < getSize(); ++r) {
+    recv_displs.push_back(r * mine);
+  }
+  const HcclDataType type = hccl_data_type(as_hccl_tensor(input, nullptr).scalar_type());
+  std::vector<at::Tensor> inputs{input};
+  return collective(
+      inputs, {output}, c10d::OpType::_REDUCE_SCATTER_BASE, "hccl:reduce_scatter_uneven",
+      [&](HcclComm comm, aclrtStream stream) {
+        at::Tensor in = as_hccl_tensor(input, nullptr);
+        at::Tensor out = as_hccl_tensor(output, nullptr).view({-1});
+        at::Tensor pieces = at::empty({static_cast<int64_t>(mine) * getSize()}, in.options());
+        check_hccl(hccl().HcclAlltoAllV(address(in), send_counts.data(), send_displs.data(), type,
+                                        address(pieces), recv_counts.data(), recv_displs.data(),
+                                        type, comm, stream),
+                   "HcclAlltoAllV");
+        const auto m = static_cast<int64_t>(mine);
+        out.copy_(pieces.narrow(0, 0, m));
+        for (int r = 1; r < getSize(); ++r) {
+          combine_into(out, pieces.narrow(0, r * m, m), hccl_op);
+        }
+        if (reduction.average) {
+          output.div_(getSize());
+        }
+      });
 }
 
 } // namespace c10d_npu

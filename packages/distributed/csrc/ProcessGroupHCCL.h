@@ -135,7 +135,63 @@ class ProcessGroupHCCL : public c10d::Backend {
       const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // All-to-all: HcclAlltoAll for even splits, HcclAlltoAllV otherwise (and
+  // for the list form, packed into one buffer).
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+
+  // Point-to-point: HcclSend/HcclRecv on the communicator of the whole
+  // group (HCCL has no tags: `tag` is ignored, as with NCCL). Between
+  // startCoalescing() and endCoalescing() (batch_isend_irecv) they are only
+  // collected, and endCoalescing() runs them as one HcclBatchSendRecv.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  // HCCL cannot receive from any source: raises, saying to name the source.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  bool supportsCoalescing() const override {
+    return true;
+  }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  // gather and scatter: point-to-point between the root and each other rank
+  // (the root's messages in one HcclBatchSendRecv), the root's own piece a
+  // copy on the communicator stream.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+
+  // torch_npu.distributed.all_gather_into_tensor_uneven: rank r's input fills
+  // outputSplitSizes[r] rows of the output (even when empty). One
+  // HcclAlltoAllV that sends each rank's input whole to every rank.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_uneven(
+      at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& outputSplitSizes);
+  // torch_npu.distributed.reduce_scatter_tensor_uneven: rank r gets the
+  // reduction of every rank's inputSplitSizes[r] rows for it. An
+  // HcclAlltoAllV of the pieces, combined in rank order on each rank.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_uneven(
+      at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& inputSplitSizes,
+      const c10d::ReduceOp& op);
+
  private:
+  // One send or receive collected while coalescing.
+  struct PeerOp {
+    bool send;
+    int peer;
+    at::Tensor tensor;
+  };
+
   struct DeviceComm {
     HcclComm comm;
     c10_npu::NPUStream stream; // from the pool: collectives overlap compute
@@ -147,16 +203,26 @@ class ProcessGroupHCCL : public c10d::Backend {
 
   // Runs `launch(comm, stream)` on the communicator stream of the tensors'
   // device, ordered after the caller's current stream, and returns its work.
+  // Refuses to run while point-to-point operations are being coalesced.
   template <typename Launch>
   c10::intrusive_ptr<c10d::Work> collective(const std::vector<at::Tensor>& inputs,
                                             std::vector<at::Tensor> outputs, c10d::OpType type,
                                             const char* name, Launch launch,
                                             bool host_waits = false);
+  template <typename Launch>
+  c10::intrusive_ptr<c10d::Work> launch_work(const std::vector<at::Tensor>& inputs,
+                                             std::vector<at::Tensor> outputs, c10d::OpType type,
+                                             const char* name, Launch launch, bool host_waits);
+  // A send or receive of `tensors` (one tensor) with `peer`.
+  c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor>& tensors, int peer,
+                                                bool send);
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::mutex mutex_;
   std::unordered_map<c10::DeviceIndex, DeviceComm> comms_;
   uint64_t comms_created_ = 0; // names the store key of the next root info
+  bool coalescing_ = false;     // between startCoalescing() and endCoalescing()
+  std::vector<PeerOp> coalesced_;
 };
 
 } // namespace c10d_npu

@@ -42,7 +42,32 @@
     (void* sendBuf, void* recvBuf, uint64_t recvCount, HcclDataType dataType,  \
      HcclReduceOp op, HcclComm comm, aclrtStream stream),                      \
     (sendBuf, recvBuf, recvCount, dataType, op, comm, stream))                 \
-  X(HcclResult, HcclBarrier, (HcclComm comm, aclrtStream stream), (comm, stream))
+  X(HcclResult, HcclBarrier, (HcclComm comm, aclrtStream stream), (comm, stream)) \
+  X(HcclResult, HcclSend,                                                      \
+    (void* sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank,  \
+     HcclComm comm, aclrtStream stream),                                       \
+    (sendBuf, count, dataType, destRank, comm, stream))                        \
+  X(HcclResult, HcclRecv,                                                      \
+    (void* recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank,   \
+     HcclComm comm, aclrtStream stream),                                       \
+    (recvBuf, count, dataType, srcRank, comm, stream))                         \
+  X(HcclResult, HcclBatchSendRecv,                                             \
+    (HcclSendRecvItem * sendRecvInfo, uint32_t itemNum, HcclComm comm,         \
+     aclrtStream stream),                                                      \
+    (sendRecvInfo, itemNum, comm, stream))                                     \
+  X(HcclResult, HcclAlltoAll,                                                  \
+    (const void* sendBuf, uint64_t sendCount, HcclDataType sendType,           \
+     const void* recvBuf, uint64_t recvCount, HcclDataType recvType,           \
+     HcclComm comm, aclrtStream stream),                                       \
+    (sendBuf, sendCount, sendType, recvBuf, recvCount, recvType, comm, stream)) \
+  /* The counts and displacements are host arrays of one uint64_t per rank. */ \
+  X(HcclResult, HcclAlltoAllV,                                                 \
+    (const void* sendBuf, const void* sendCounts, const void* sdispls,         \
+     HcclDataType sendType, const void* recvBuf, const void* recvCounts,       \
+     const void* rdispls, HcclDataType recvType, HcclComm comm,                \
+     aclrtStream stream),                                                      \
+    (sendBuf, sendCounts, sdispls, sendType, recvBuf, recvCounts, rdispls,     \
+     recvType, comm, stream))
 
 #ifdef __cplusplus
 extern "C" {

@@ -65,6 +65,21 @@ typedef enum {
   HCCL_DATA_TYPE_RESERVED = 255,
 } HcclDataType;
 
+// One message of HcclBatchSendRecv: a send to, or a receive from, remoteRank.
+typedef enum {
+  HCCL_SEND = 0,
+  HCCL_RECV = 1,
+  HCCL_SEND_RECV_RESERVED,
+} HcclSendRecvType;
+
+typedef struct HcclSendRecvItemDef {
+  HcclSendRecvType sendRecvType;
+  void* buf;
+  uint64_t count;
+  HcclDataType dataType;
+  uint32_t remoteRank;
+} HcclSendRecvItem;
+
 // The root's address that every rank passes to HcclCommInitRootInfo; the
 // launcher moves it between processes (torch-npu: through the c10d store).
 #define HCCL_ROOT_INFO_BYTES 4108

@@ -131,8 +131,32 @@ struct CommRegion {
   RankState rank[kMaxRanks];
 };
 
+// Note [Point-to-point channels]
+// Messages from rank s to rank d go through channels_[s * size + d], in the
+// shared region: `posted` counts the chunks s has put into its buffer for d,
+// `taken` the chunks d has copied out of it. A rank's buffer holds one chunk
+// of one message at a time: s puts a chunk only once every chunk it put
+// before (for anyone) was taken, so a finished exchange also leaves the
+// buffer free for the next collective. Each chunk carries its message's
+// byte count and type, which the receiver checks against its own. The
+// counters only grow over the communicator's life, so a message needs no
+// setup; an empty message is one empty chunk, so that its size is checked too.
+struct Channel {
+  std::atomic<uint64_t> posted;
+  std::atomic<uint64_t> taken;
+  std::atomic<uint64_t> message_bytes; // of the message the last posted chunk belongs to
+  std::atomic<uint32_t> message_type;  // its HcclDataType
+  uint32_t unused;
+};
+
 namespace {
-constexpr size_t kHeaderBytes = (sizeof(CommRegion) + 4095) & ~size_t{4095};
+constexpr size_t kPage = 4096;
+constexpr size_t kHeaderBytes = (sizeof(CommRegion) + kPage - 1) & ~(kPage - 1);
+
+size_t channelBytes(uint32_t nRanks) {
+  const size_t bytes = sizeof(Channel) * nRanks * nRanks;
+  return (bytes + kPage - 1) & ~(kPage - 1);
+}
 } // namespace
 
 HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
@@ -153,7 +177,12 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
 Communicator::Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
                            double exec_timeout)
     : name_(std::move(name)), size_(size), rank_(rank), device_(device),
-      exec_timeout_(exec_timeout) {}
+      exec_timeout_(exec_timeout) {
+  all_ranks_.reserve(size_);
+  for (uint32_t r = 0; r < size_; ++r) {
+    all_ranks_.push_back(r);
+  }
+}
 
 Communicator::~Communicator() {
   if (region_ != nullptr) {
@@ -183,7 +212,8 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   std::shared_ptr<Communicator> comm(new Communicator(
       payload.region, nRanks, rank, device, envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout)));
   const uint64_t slot_bytes = slotBytesFromEnv();
-  const size_t total = kHeaderBytes + static_cast<size_t>(slot_bytes) * nRanks;
+  const size_t total =
+      kHeaderBytes + channelBytes(nRanks) + static_cast<size_t>(slot_bytes) * nRanks;
 
   const int fd = shm_open(comm->name_.c_str(), O_RDWR | O_CREAT, 0600);
   if (fd < 0) {
@@ -228,7 +258,8 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   comm->region_ = static_cast<CommRegion*>(mapped);
   comm->region_bytes_ = total;
   comm->slot_bytes_ = slot_bytes;
-  comm->slots_ = static_cast<char*>(mapped) + kHeaderBytes;
+  comm->channels_ = reinterpret_cast<Channel*>(static_cast<char*>(mapped) + kHeaderBytes);
+  comm->slots_ = static_cast<char*>(mapped) + kHeaderBytes + channelBytes(nRanks);
   CommRegion& region = *comm->region_;
 
   uint32_t ranks = 0;
@@ -265,6 +296,17 @@ char* Communicator::slot(uint32_t r) const {
   return slots_ + static_cast<size_t>(r) * slot_bytes_;
 }
 
+Channel& Communicator::channel(uint32_t from, uint32_t to) const {
+  return channels_[static_cast<size_t>(from) * size_ + to];
+}
+
+void Communicator::ring() {
+  region_->bell.fetch_add(1);
+  if (region_->sleepers.load() > 0) {
+    futexWakeAll(&region_->bell);
+  }
+}
+
 HcclResult Communicator::failed(HcclResult code, std::string* why) {
   HcclResult none = HCCL_SUCCESS;
   error_.compare_exchange_strong(none, code);
@@ -286,30 +328,13 @@ HcclResult Communicator::checkUsable(std::string* why) const {
   return error;
 }
 
-HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
+template <typename Ready, typename Late>
+HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watched,
+                               double timeout_seconds, Late&& late, std::string* why) {
   CommRegion& region = *region_;
-  const uint64_t target = ++meetings_;
-  region.rank[rank_].reached.store(target);
-  region.bell.fetch_add(1);
-  if (region.sleepers.load() > 0) {
-    futexWakeAll(&region.bell);
-  }
-  auto missing = [&](std::vector<uint32_t>* out) {
-    bool any = false;
-    for (uint32_t r = 0; r < size_; ++r) {
-      if (region.rank[r].reached.load(std::memory_order_acquire) < target) {
-        if (out == nullptr) {
-          return true;
-        }
-        out->push_back(r);
-        any = true;
-      }
-    }
-    return any;
-  };
   // Peers usually arrive within microseconds of each other: spin first (a
   // futex sleep and wake-up costs tens of microseconds on a VM).
-  if (spinUntil([&] { return !missing(nullptr); }, kMeetingSpin)) {
+  if (spinUntil(ready, kMeetingSpin)) {
     return HCCL_SUCCESS;
   }
   const auto start = Clock::now();
@@ -318,7 +343,7 @@ HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
   auto next_liveness_check = start;
   for (;;) {
     const uint32_t bell = region.bell.load();
-    if (!missing(nullptr)) {
+    if (ready()) {
       return HCCL_SUCCESS;
     }
     if (const uint32_t culprit = region.failed_rank.load(); culprit != 0) {
@@ -335,7 +360,7 @@ HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
     const auto now = Clock::now();
     if (now >= next_liveness_check) {
       next_liveness_check = now + std::chrono::milliseconds(100);
-      for (uint32_t r = 0; r < size_; ++r) {
+      for (const uint32_t r : watched) {
         const int32_t pid = region.rank[r].pid.load();
         if (r != rank_ && pid != 0 && !processAlive(pid)) {
           *why = "rank " + std::to_string(r) + " (process " + std::to_string(pid) +
@@ -345,20 +370,46 @@ HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
       }
     }
     if (now >= deadline) {
-      std::vector<uint32_t> late;
-      missing(&late);
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g", timeout_seconds);
-      *why = "timed out after " + std::string(seconds) + " s waiting for rank(s) " +
-          rankList(late) + " (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-          "): every rank must call the same collectives in the same order. The limit is "
-          "HCCL_EXEC_TIMEOUT seconds (HCCL_CONNECT_TIMEOUT while connecting)";
+      *why = late(std::string(seconds));
       return failed(HCCL_E_TIMEOUT, why);
     }
     region.sleepers.fetch_add(1);
     futexWait(&region.bell, bell, 20'000'000);
     region.sleepers.fetch_sub(1);
   }
+}
+
+HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
+  CommRegion& region = *region_;
+  const uint64_t target = ++meetings_;
+  region.rank[rank_].reached.store(target);
+  ring();
+  auto missing = [&](std::vector<uint32_t>* out) {
+    bool any = false;
+    for (uint32_t r = 0; r < size_; ++r) {
+      if (region.rank[r].reached.load(std::memory_order_acquire) < target) {
+        if (out == nullptr) {
+          return true;
+        }
+        out->push_back(r);
+        any = true;
+      }
+    }
+    return any;
+  };
+  return await(
+      [&] { return !missing(nullptr); }, all_ranks_, timeout_seconds,
+      [&](const std::string& seconds) {
+        std::vector<uint32_t> late;
+        missing(&late);
+        return "timed out after " + seconds + " s waiting for rank(s) " + rankList(late) +
+            " (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+            "): every rank must call the same collectives in the same order. The limit is "
+            "HCCL_EXEC_TIMEOUT seconds (HCCL_CONNECT_TIMEOUT while connecting)";
+      },
+      why);
 }
 
 template <typename... Phase>
@@ -471,6 +522,240 @@ HcclResult Communicator::barrier(std::string* why) {
     return error;
   }
   return meet(exec_timeout_, why);
+}
+
+HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>& sendCounts,
+                                   const std::vector<uint64_t>& sendDispls, char* recv,
+                                   const std::vector<uint64_t>& recvCounts,
+                                   const std::vector<uint64_t>& recvDispls, HcclDataType type,
+                                   std::string* why) {
+  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  const size_t esize = hcclElementSize(type);
+  // First every rank publishes its type and counts, and all check that each
+  // pair agrees: a mismatch fails every rank with the same message instead of
+  // moving wrong data. [type, sendCounts[size], recvCounts[size]] in the buffer.
+  const size_t n = size_;
+  std::vector<uint64_t> plan(1 + 2 * n);
+  plan[0] = static_cast<uint64_t>(type);
+  std::copy(sendCounts.begin(), sendCounts.end(), plan.begin() + 1);
+  std::copy(recvCounts.begin(), recvCounts.end(), plan.begin() + 1 + n);
+  std::memcpy(slot(rank_), plan.data(), plan.size() * sizeof(uint64_t));
+  if (HcclResult r = meet(exec_timeout_, why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  auto planOf = [&](uint32_t r, size_t i) {
+    uint64_t value;
+    std::memcpy(&value, slot(r) + i * sizeof(uint64_t), sizeof value);
+    return value;
+  };
+  uint64_t longest = 0; // the most elements any rank sends any other
+  for (uint32_t from = 0; from < size_; ++from) {
+    if (planOf(from, 0) != planOf(0, 0)) {
+      const auto a = static_cast<HcclDataType>(planOf(0, 0));
+      const auto b = static_cast<HcclDataType>(planOf(from, 0));
+      *why = "rank 0 exchanges " + std::string(hcclDataTypeName(a)) + " but rank " +
+          std::to_string(from) + " " + hcclDataTypeName(b) + "; every rank must pass the same type";
+      return failed(HCCL_E_PARA, why);
+    }
+    for (uint32_t to = 0; to < size_; ++to) {
+      const uint64_t sent = planOf(from, 1 + to);
+      const uint64_t expected = planOf(to, 1 + n + from);
+      if (sent != expected) {
+        *why = "rank " + std::to_string(from) + " sends " + std::to_string(sent) +
+            " elements to rank " + std::to_string(to) + ", but rank " + std::to_string(to) +
+            " expects " + std::to_string(expected) + " from rank " + std::to_string(from) +
+            ": what each rank sends another (sendCounts) must be what that one receives "
+            "from it (recvCounts)";
+        return failed(HCCL_E_PARA, why);
+      }
+      longest = std::max(longest, sent);
+    }
+  }
+  // Nobody overwrites its plan before everyone has read it.
+  if (HcclResult r = meet(exec_timeout_, why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  // A rank's buffer holds one piece for every destination rank.
+  const size_t piece = slot_bytes_ / (esize * n);
+  auto length = [&](uint64_t count, size_t off) {
+    return count > off ? std::min<uint64_t>(piece, count - off) : 0;
+  };
+  return inChunks(
+      longest, piece, why,
+      [&](size_t off, size_t) {
+        for (uint32_t to = 0; to < size_; ++to) {
+          if (const uint64_t m = length(sendCounts[to], off); m != 0) {
+            std::memcpy(slot(rank_) + to * piece * esize, send + (sendDispls[to] + off) * esize,
+                        m * esize);
+          }
+        }
+      },
+      [&](size_t off, size_t) {
+        for (uint32_t from = 0; from < size_; ++from) {
+          if (const uint64_t m = length(recvCounts[from], off); m != 0) {
+            std::memcpy(recv + (recvDispls[from] + off) * esize,
+                        slot(from) + rank_ * piece * esize, m * esize);
+          }
+        }
+      });
+}
+
+HcclResult Communicator::exchange(const std::vector<PeerMessage>& messages, std::string* why) {
+  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  // Sends go out one at a time, in order; receives progress from every peer
+  // at once, each peer's in order (Note [Point-to-point channels]).
+  std::vector<const PeerMessage*> sends;
+  std::vector<std::vector<const PeerMessage*>> receives(size_);
+  size_t receives_left = 0;
+  std::vector<uint32_t> watched;
+  for (const PeerMessage& m : messages) {
+    if (m.send) {
+      sends.push_back(&m);
+    } else {
+      receives[m.peer].push_back(&m);
+      ++receives_left;
+    }
+    if (m.peer != rank_ && std::find(watched.begin(), watched.end(), m.peer) == watched.end()) {
+      watched.push_back(m.peer);
+    }
+  }
+  auto bytesOf = [](const PeerMessage& m) { return m.count * hcclElementSize(m.type); };
+
+  size_t next_send = 0;
+  uint64_t sent = 0;     // bytes of sends[next_send] put into this rank's buffer
+  bool put_all = false;  // every chunk of it is put; waiting for the last to be taken
+  std::vector<size_t> next_receive(size_, 0);
+  std::vector<uint64_t> received(size_, 0); // bytes of the current receive from each peer
+
+  // Puts the next chunk of the current send, or finishes it once taken.
+  auto stepSend = [&]() {
+    if (next_send == sends.size()) {
+      return false;
+    }
+    const PeerMessage& m = *sends[next_send];
+    Channel& ch = channel(rank_, m.peer);
+    if (ch.taken.load() != ch.posted.load()) {
+      return false; // the receiver has not copied the last chunk out yet
+    }
+    if (put_all) {
+      ++next_send;
+      sent = 0;
+      put_all = false;
+      return true;
+    }
+    const uint64_t total = bytesOf(m);
+    const uint64_t len = std::min<uint64_t>(slot_bytes_, total - sent);
+    if (len != 0) {
+      std::memcpy(slot(rank_), m.data + sent, len);
+    }
+    ch.message_bytes.store(total);
+    ch.message_type.store(static_cast<uint32_t>(m.type));
+    ch.posted.fetch_add(1);
+    ring();
+    sent += len;
+    put_all = sent == total;
+    return true;
+  };
+  // Copies out a chunk from `peer` if one is there; false if none is.
+  auto stepReceive = [&](uint32_t peer, HcclResult* error) {
+    if (next_receive[peer] == receives[peer].size()) {
+      return false;
+    }
+    Channel& ch = channel(peer, rank_);
+    if (ch.posted.load() == ch.taken.load()) {
+      return false;
+    }
+    const PeerMessage& m = *receives[peer][next_receive[peer]];
+    const uint64_t total = bytesOf(m);
+    const uint64_t their_bytes = ch.message_bytes.load();
+    const auto their_type = static_cast<HcclDataType>(ch.message_type.load());
+    if (their_bytes != total || their_type != m.type) {
+      const size_t their_esize = hcclElementSize(their_type);
+      *why = "rank " + std::to_string(peer) + " sends " +
+          std::to_string(their_esize ? their_bytes / their_esize : their_bytes) + " elements of " +
+          hcclDataTypeName(their_type) + ", but rank " + std::to_string(rank_) + " receives " +
+          std::to_string(m.count) + " elements of " + hcclDataTypeName(m.type) +
+          ": a receive must match its send in count and type";
+      *error = failed(HCCL_E_PARA, why);
+      return false;
+    }
+    const uint64_t len = std::min<uint64_t>(slot_bytes_, total - received[peer]);
+    if (len != 0) {
+      std::memcpy(m.data + received[peer], slot(peer), len);
+    }
+    received[peer] += len;
+    ch.taken.fetch_add(1);
+    ring();
+    if (received[peer] == total) {
+      ++next_receive[peer];
+      received[peer] = 0;
+      --receives_left;
+    }
+    return true;
+  };
+  auto canProgress = [&] {
+    if (next_send < sends.size()) {
+      const Channel& ch = channel(rank_, sends[next_send]->peer);
+      if (ch.taken.load() == ch.posted.load()) {
+        return true;
+      }
+    }
+    for (uint32_t peer = 0; peer < size_; ++peer) {
+      if (next_receive[peer] < receives[peer].size()) {
+        const Channel& ch = channel(peer, rank_);
+        if (ch.posted.load() != ch.taken.load()) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  auto late = [&](const std::string& seconds) {
+    std::string waits;
+    if (next_send < sends.size()) {
+      const PeerMessage& m = *sends[next_send];
+      waits = "rank " + std::to_string(m.peer) + " to receive the " +
+          std::to_string(m.count) + " elements this rank sends it";
+    }
+    for (uint32_t peer = 0; peer < size_; ++peer) {
+      if (next_receive[peer] < receives[peer].size()) {
+        const PeerMessage& m = *receives[peer][next_receive[peer]];
+        waits += (waits.empty() ? "" : ", ") + std::string("rank ") + std::to_string(peer) +
+            " to send the " + std::to_string(m.count) + " elements this rank receives from it";
+      }
+    }
+    return "timed out after " + seconds + " s (rank " + std::to_string(rank_) + " of " +
+        std::to_string(size_) + ") waiting for " + waits +
+        ": every send needs a matching receive on its peer, and two ranks that both send "
+        "first must batch the send with the receive (HcclBatchSendRecv). The limit is "
+        "HCCL_EXEC_TIMEOUT seconds";
+  };
+  for (;;) {
+    HcclResult error = HCCL_SUCCESS;
+    bool moved = stepSend();
+    for (uint32_t peer = 0; peer < size_ && error == HCCL_SUCCESS; ++peer) {
+      // Drains what the peer has put; the peer waits for each chunk to go.
+      while (stepReceive(peer, &error)) {
+        moved = true;
+      }
+    }
+    if (error != HCCL_SUCCESS) {
+      return error;
+    }
+    if (next_send == sends.size() && receives_left == 0) {
+      return HCCL_SUCCESS;
+    }
+    if (!moved) {
+      if (HcclResult r = await(canProgress, watched, exec_timeout_, late, why);
+          r != HCCL_SUCCESS) {
+        return r;
+      }
+    }
+  }
 }
 
 } // namespace npu_sim

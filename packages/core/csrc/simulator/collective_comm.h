@@ -10,6 +10,12 @@
 // chunks. Every rank combines the inputs in rank order, so all ranks get
 // bit-identical results, as with HCCL's deterministic mode.
 //
+// Point-to-point messages (HcclSend/HcclRecv/HcclBatchSendRecv) involve two
+// ranks only, so they do not use the meeting points: each ordered pair of
+// ranks has a channel in the header, and a message moves through the
+// sender's buffer one chunk at a time, the receiver acknowledging each. See
+// Note [Point-to-point channels] in collective_comm.cpp.
+//
 // Waiting for peers: a short spin, then a futex on the shared header. A peer
 // that died, a peer whose collective failed, or HCCL_EXEC_TIMEOUT seconds
 // without progress fail the collective with a message naming the ranks; the
@@ -21,12 +27,23 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hccl_types.h"
 
 namespace npu_sim {
 
 struct CommRegion; // the shared header, in collective_comm.cpp
+struct Channel;    // one sender-receiver pair's state, in collective_comm.cpp
+
+// One message of a point-to-point exchange, at a host-accessible address.
+struct PeerMessage {
+  bool send;     // a send to `peer`; otherwise a receive from it
+  uint32_t peer; // a rank of the communicator (this rank too, within a batch)
+  char* data;    // nullptr when count is 0
+  uint64_t count;
+  HcclDataType type;
+};
 
 class Communicator {
  public:
@@ -59,6 +76,19 @@ class Communicator {
   HcclResult reduceScatter(const void* send, void* recv, size_t recvCount, HcclDataType type,
                            HcclReduceOp op, std::string* why);
   HcclResult barrier(std::string* why);
+  // All-to-all with per-pair element counts and displacements (HcclAlltoAllV;
+  // HcclAlltoAll is the even case). Every rank checks first that what each
+  // rank sends each other matches what that one expects to receive.
+  HcclResult allToAllV(const char* send, const std::vector<uint64_t>& sendCounts,
+                       const std::vector<uint64_t>& sendDispls, char* recv,
+                       const std::vector<uint64_t>& recvCounts,
+                       const std::vector<uint64_t>& recvDispls, HcclDataType type,
+                       std::string* why);
+  // Sends and receives `messages` together (a send and a receive between the
+  // same two ranks cannot deadlock); messages between one pair of ranks
+  // match in order. A receive whose size or type differs from the matching
+  // send fails both ranks.
+  HcclResult exchange(const std::vector<PeerMessage>& messages, std::string* why);
 
  private:
   Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
@@ -71,6 +101,14 @@ class Communicator {
   HcclResult inChunks(size_t count, size_t chunk, std::string* why, Phase&&... phases);
   // Waits until every rank has reached this rank's next meeting point.
   HcclResult meet(double timeout_seconds, std::string* why);
+  // Waits until `ready()`; fails (and marks the communicator failed) when a
+  // rank failed, a rank of `watched` exited, or `timeout_seconds` passed
+  // (`late()` then names what was awaited).
+  template <typename Ready, typename Late>
+  HcclResult await(Ready&& ready, const std::vector<uint32_t>& watched, double timeout_seconds,
+                   Late&& late, std::string* why);
+  Channel& channel(uint32_t from, uint32_t to) const;
+  void ring();
   HcclResult failed(HcclResult code, std::string* why);
   HcclResult checkUsable(std::string* why) const;
 
@@ -83,6 +121,8 @@ class Communicator {
   size_t region_bytes_ = 0;
   size_t slot_bytes_ = 0;
   char* slots_ = nullptr;
+  Channel* channels_ = nullptr; // size_ * size_, by sender then receiver
+  std::vector<uint32_t> all_ranks_; // 0 .. size_ - 1, whom a meeting waits for
   uint64_t meetings_ = 0; // meeting points passed; only the stream worker touches it
   std::atomic<HcclResult> error_{HCCL_SUCCESS};
 };

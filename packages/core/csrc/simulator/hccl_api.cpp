@@ -12,12 +12,14 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "api_guard.h"
 #include "api_impl.h"
@@ -229,6 +231,119 @@ HcclResult checkRoot(const char* api, uint32_t root, const Communicator& comm) {
                         std::to_string(comm.size()));
   }
   return HCCL_SUCCESS;
+}
+
+// A point-to-point peer: another rank of the communicator (or this rank
+// itself, only within a batch that also receives from it).
+HcclResult checkPeer(const char* api, const char* role, uint32_t peer, const Communicator& comm,
+                     bool self_allowed) {
+  if (peer >= comm.size()) {
+    return hcclFail(HCCL_E_PARA, api,
+                    std::string(role) + " " + std::to_string(peer) +
+                        " is not a rank of this communicator of " + std::to_string(comm.size()) +
+                        " ranks (0 to " + std::to_string(comm.size() - 1) + ")");
+  }
+  if (peer == comm.rank() && !self_allowed) {
+    return hcclFail(HCCL_E_PARA, api,
+                    std::string(role) + " " + std::to_string(peer) +
+                        " is this rank itself; a rank exchanges with itself only within "
+                        "HcclBatchSendRecv");
+  }
+  return HCCL_SUCCESS;
+}
+
+// HcclSend and HcclRecv: one message, as a batch of one.
+HcclResult sendOrReceive(const char* api, bool send, void* buf, uint64_t count,
+                         HcclDataType dataType, uint32_t peer, HcclComm comm,
+                         aclrtStream stream) {
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    char* data = nullptr;
+    const HcclResult refused = firstFailure(
+        [&] { return findComm(api, comm, &c); }, [&] { return checkType(api, dataType); },
+        [&] { return checkPeer(api, send ? "destRank" : "srcRank", peer, *c, false); },
+        [&] {
+          return deviceBuffer(api, send ? "sendBuf" : "recvBuf", buf, count, dataType, *c,
+                              &data);
+        });
+    if (refused != HCCL_SUCCESS) {
+      return refused;
+    }
+    // Even an empty message goes out: its receiver checks that it expected
+    // no elements.
+    const PeerMessage message{send, peer, data, count, dataType};
+    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+      return comm.exchange({message}, why);
+    });
+  });
+}
+
+// Reads one uint64_t per rank from the host array `p` (HcclAlltoAllV's
+// counts and displacements).
+HcclResult hostCounts(const char* api, const char* role, const void* p, const Communicator& comm,
+                      std::vector<uint64_t>* out) {
+  if (p == nullptr) {
+    return hcclFail(HCCL_E_PTR, api, std::string(role) + " is null");
+  }
+  const auto* values = static_cast<const uint64_t*>(p);
+  out->assign(values, values + comm.size());
+  for (const uint64_t v : *out) {
+    if (v > (uint64_t{1} << 48)) {
+      return hcclFail(HCCL_E_PARA, api,
+                      std::string(role) + " holds " + std::to_string(v) +
+                          ", more elements than any device buffer");
+    }
+  }
+  return HCCL_SUCCESS;
+}
+
+// The elements [0, extent) an all-to-all reads or writes: up to the end of
+// the farthest piece.
+uint64_t extentOf(const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs) {
+  uint64_t extent = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] != 0) {
+      extent = std::max(extent, displs[i] + counts[i]);
+    }
+  }
+  return extent;
+}
+
+HcclResult allToAll(const char* api, const void* sendBuf, std::vector<uint64_t> sendCounts,
+                    std::vector<uint64_t> sdispls, HcclDataType sendType, const void* recvBuf,
+                    std::vector<uint64_t> recvCounts, std::vector<uint64_t> rdispls,
+                    HcclDataType recvType, std::shared_ptr<Communicator> c, aclrtStream stream) {
+  char* send = nullptr;
+  char* recv = nullptr;
+  const HcclResult refused = firstFailure(
+      [&] { return checkType(api, sendType); }, [&] { return checkType(api, recvType); },
+      [&] {
+        return sendType == recvType
+            ? HCCL_SUCCESS
+            : hcclFail(HCCL_E_NOT_SUPPORT, api,
+                       std::string("sendType ") + hcclDataTypeName(sendType) +
+                           " and recvType " + hcclDataTypeName(recvType) +
+                           " differ; the simulator exchanges one type (convert first)");
+      },
+      [&] {
+        return deviceBuffer(api, "sendBuf", sendBuf, extentOf(sendCounts, sdispls), sendType, *c,
+                            &send);
+      },
+      [&] {
+        return deviceBuffer(api, "recvBuf", recvBuf, extentOf(recvCounts, rdispls), recvType, *c,
+                            &recv);
+      });
+  if (refused != HCCL_SUCCESS) {
+    return refused;
+  }
+  // Launched even when this rank moves nothing: the others may, and every
+  // rank checks the whole plan.
+  return launch(api, stream, std::move(c),
+                [=, sc = std::move(sendCounts), sd = std::move(sdispls),
+                 rc = std::move(recvCounts), rd = std::move(rdispls)](Communicator& comm,
+                                                                      std::string* why) {
+                  return comm.allToAllV(send, sc, sd, recv, rc, rd, sendType, why);
+                });
 }
 
 } // namespace
@@ -444,6 +559,115 @@ NPU_SIM_EXPORT HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
     }
     return launch(api, stream, std::move(c),
                   [](Communicator& comm, std::string* why) { return comm.barrier(why); });
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclSend(void* sendBuf, uint64_t count, HcclDataType dataType,
+                                   uint32_t destRank, HcclComm comm, aclrtStream stream) {
+  return sendOrReceive("HcclSend", true, sendBuf, count, dataType, destRank, comm, stream);
+}
+
+NPU_SIM_EXPORT HcclResult HcclRecv(void* recvBuf, uint64_t count, HcclDataType dataType,
+                                   uint32_t srcRank, HcclComm comm, aclrtStream stream) {
+  return sendOrReceive("HcclRecv", false, recvBuf, count, dataType, srcRank, comm, stream);
+}
+
+NPU_SIM_EXPORT HcclResult HcclBatchSendRecv(HcclSendRecvItem* sendRecvInfo, uint32_t itemNum,
+                                            HcclComm comm, aclrtStream stream) {
+  const char* api = "HcclBatchSendRecv";
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    if (HcclResult refused = findComm(api, comm, &c); refused != HCCL_SUCCESS) {
+      return refused;
+    }
+    if (sendRecvInfo == nullptr && itemNum != 0) {
+      return hcclFail(HCCL_E_PTR, api, "sendRecvInfo is null");
+    }
+    std::vector<PeerMessage> messages;
+    messages.reserve(itemNum);
+    for (uint32_t i = 0; i < itemNum; ++i) {
+      const HcclSendRecvItem& item = sendRecvInfo[i];
+      const std::string which = "sendRecvInfo[" + std::to_string(i) + "]";
+      if (item.sendRecvType != HCCL_SEND && item.sendRecvType != HCCL_RECV) {
+        return hcclFail(HCCL_E_PARA, api,
+                        which + ".sendRecvType is " +
+                            std::to_string(static_cast<int>(item.sendRecvType)) +
+                            ", neither HCCL_SEND (0) nor HCCL_RECV (1)");
+      }
+      const bool send = item.sendRecvType == HCCL_SEND;
+      char* data = nullptr;
+      const std::string peer_role = which + ".remoteRank";
+      const std::string buf_role = which + ".buf";
+      const HcclResult refused = firstFailure(
+          [&] { return checkType(api, item.dataType); },
+          [&] { return checkPeer(api, peer_role.c_str(), item.remoteRank, *c, true); },
+          [&] {
+            return deviceBuffer(api, buf_role.c_str(), item.buf, item.count, item.dataType, *c,
+                                &data);
+          });
+      if (refused != HCCL_SUCCESS) {
+        return refused;
+      }
+      messages.push_back({send, item.remoteRank, data, item.count, item.dataType});
+    }
+    if (messages.empty()) {
+      return HCCL_SUCCESS;
+    }
+    return launch(api, stream, std::move(c),
+                  [messages = std::move(messages)](Communicator& comm, std::string* why) {
+                    return comm.exchange(messages, why);
+                  });
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclAlltoAll(const void* sendBuf, uint64_t sendCount,
+                                       HcclDataType sendType, const void* recvBuf,
+                                       uint64_t recvCount, HcclDataType recvType, HcclComm comm,
+                                       aclrtStream stream) {
+  const char* api = "HcclAlltoAll";
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    if (HcclResult refused = findComm(api, comm, &c); refused != HCCL_SUCCESS) {
+      return refused;
+    }
+    for (const uint64_t count : {sendCount, recvCount}) {
+      if (count > (uint64_t{1} << 48) / c->size()) {
+        return hcclFail(HCCL_E_PARA, api, "count " + std::to_string(count) + " is too large");
+      }
+    }
+    const size_t n = c->size();
+    std::vector<uint64_t> sdispls(n);
+    std::vector<uint64_t> rdispls(n);
+    for (size_t r = 0; r < n; ++r) {
+      sdispls[r] = r * sendCount;
+      rdispls[r] = r * recvCount;
+    }
+    return allToAll(api, sendBuf, std::vector<uint64_t>(n, sendCount), std::move(sdispls),
+                    sendType, recvBuf, std::vector<uint64_t>(n, recvCount), std::move(rdispls),
+                    recvType, std::move(c), stream);
+  });
+}
+
+NPU_SIM_EXPORT HcclResult HcclAlltoAllV(const void* sendBuf, const void* sendCounts,
+                                        const void* sdispls, HcclDataType sendType,
+                                        const void* recvBuf, const void* recvCounts,
+                                        const void* rdispls, HcclDataType recvType,
+                                        HcclComm comm, aclrtStream stream) {
+  const char* api = "HcclAlltoAllV";
+  return guardedHccl(api, [&] {
+    std::shared_ptr<Communicator> c;
+    std::vector<uint64_t> sc, sd, rc, rd;
+    const HcclResult refused = firstFailure(
+        [&] { return findComm(api, comm, &c); },
+        [&] { return hostCounts(api, "sendCounts", sendCounts, *c, &sc); },
+        [&] { return hostCounts(api, "sdispls", sdispls, *c, &sd); },
+        [&] { return hostCounts(api, "recvCounts", recvCounts, *c, &rc); },
+        [&] { return hostCounts(api, "rdispls", rdispls, *c, &rd); });
+    if (refused != HCCL_SUCCESS) {
+      return refused;
+    }
+    return allToAll(api, sendBuf, std::move(sc), std::move(sd), sendType, recvBuf,
+                    std::move(rc), std::move(rd), recvType, std::move(c), stream);
   });
 }
 

@@ -183,6 +183,13 @@ _SIGNATURES = {
     "HcclAllGather": (c_int, [c_void_p, c_void_p, c_uint64, c_int, c_void_p, c_void_p]),
     "HcclReduceScatter": (c_int, [c_void_p, c_void_p, c_uint64, c_int, c_int, c_void_p, c_void_p]),
     "HcclBarrier": (c_int, [c_void_p, c_void_p]),
+    "HcclSend": (c_int, [c_void_p, c_uint64, c_int, c_uint32, c_void_p, c_void_p]),
+    "HcclRecv": (c_int, [c_void_p, c_uint64, c_int, c_uint32, c_void_p, c_void_p]),
+    "HcclBatchSendRecv": (c_int, [c_void_p, c_uint32, c_void_p, c_void_p]),
+    "HcclAlltoAll": (c_int, [c_void_p, c_uint64, c_int, c_void_p, c_uint64, c_int, c_void_p,
+                             c_void_p]),
+    "HcclAlltoAllV": (c_int, [c_void_p, c_void_p, c_void_p, c_int, c_void_p, c_void_p, c_void_p,
+                              c_int, c_void_p, c_void_p]),
 }
 
 # ---- HCCL values (hccl_types.h) ----
@@ -197,6 +204,7 @@ HCCL_SUM, HCCL_PROD, HCCL_MAX, HCCL_MIN = 0, 1, 2, 3
 HCCL_INT8, HCCL_INT16, HCCL_INT32, HCCL_FP16, HCCL_FP32, HCCL_INT64 = 0, 1, 2, 3, 4, 5
 HCCL_UINT64, HCCL_UINT8, HCCL_UINT16, HCCL_UINT32, HCCL_FP64, HCCL_BFP16 = 6, 7, 8, 9, 10, 11
 HCCL_INT128 = 12
+HCCL_SEND, HCCL_RECV = 0, 1
 
 # Every function of the contract (acl_functions.h, npu_sim_ext.h, hccl_functions.h).
 CONTRACT_FUNCTIONS = sorted(_SIGNATURES)

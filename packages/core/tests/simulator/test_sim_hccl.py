@@ -205,6 +205,205 @@ def test_data_larger_than_the_transfer_buffer_moves_in_chunks(runner, tmp_path):
     assert outs == ["ok\n", "ok\n"]
 
 
+# HcclSendRecvItem, as ctypes lays it out (CANN's struct, hccl_types.h).
+SEND_RECV_ITEM = """
+class Item(ctypes.Structure):
+    _fields_ = [("sendRecvType", ctypes.c_int), ("buf", ctypes.c_void_p),
+                ("count", ctypes.c_uint64), ("dataType", ctypes.c_int),
+                ("remoteRank", ctypes.c_uint32)]
+
+def batch(*items):
+    array_type = Item * len(items)
+    return array_type(*[Item(kind, buf, count, dtype, peer)
+                        for kind, buf, count, dtype, peer in items]), len(items)
+"""
+
+
+def test_send_and_receive_around_a_ring_and_in_batches(runner, tmp_path):
+    # HCCL_BUFFSIZE=1: the 300,000-element messages move in several chunks.
+    outs = all_ok(run_ranks(runner, tmp_path, SEND_RECV_ITEM + textwrap.dedent("""
+        n = 300_000
+        right, left = (rank + 1) % world, (rank - 1) % world
+        mine = upload([rank * 1000 + i for i in range(n)], "i")
+        got = upload([-1] * n, "i")
+        # Plain HcclSend/HcclRecv: rank 0 sends first, the others receive first.
+        if rank == 0:
+            ok(lib.HcclSend(mine, n, HCCL_INT32, right, comm, stream))
+            ok(lib.HcclRecv(got, n, HCCL_INT32, left, comm, stream))
+        else:
+            ok(lib.HcclRecv(got, n, HCCL_INT32, left, comm, stream))
+            ok(lib.HcclSend(mine, n, HCCL_INT32, right, comm, stream))
+        sim.sync()
+        assert download(got, n, "i") == [left * 1000 + i for i in range(n)], "ring"
+        # A batch: everyone sends first, to both neighbours and itself, and
+        # receives two messages from the left (in order) and one from itself.
+        a = upload([rank + 0.5] * 5, "d")
+        b = upload([rank + 0.25] * n, "d")
+        from_left_a = upload([0] * 5, "d")
+        from_left_b = upload([0] * n, "d")
+        from_right = upload([0] * 3, "q")
+        three = upload([rank] * 3, "q")
+        to_self = upload([0] * 3, "q")
+        items, count = batch((HCCL_SEND, a, 5, HCCL_FP64, right),
+                             (HCCL_SEND, b, n, HCCL_FP64, right),
+                             (HCCL_SEND, three, 3, HCCL_INT64, left),
+                             (HCCL_SEND, three, 3, HCCL_INT64, rank),
+                             (HCCL_RECV, from_left_a, 5, HCCL_FP64, left),
+                             (HCCL_RECV, from_left_b, n, HCCL_FP64, left),
+                             (HCCL_RECV, from_right, 3, HCCL_INT64, right),
+                             (HCCL_RECV, to_self, 3, HCCL_INT64, rank))
+        ok(lib.HcclBatchSendRecv(items, count, comm, stream))
+        # Empty messages are matched too.
+        empty = upload([7], "i")
+        items, count = batch((HCCL_SEND, empty, 0, HCCL_INT32, right),
+                             (HCCL_RECV, empty, 0, HCCL_INT32, left))
+        ok(lib.HcclBatchSendRecv(items, count, comm, stream))
+        # The communicator's collectives still work after point-to-point traffic.
+        ok(lib.HcclAllReduce(three, three, 3, HCCL_INT64, HCCL_SUM, comm, stream))
+        sim.sync()
+        assert download(from_left_a, 5, "d") == [left + 0.5] * 5
+        assert download(from_left_b, n, "d") == [left + 0.25] * n
+        print(download(from_right, 3, "q"), download(to_self, 3, "q"), download(three, 3, "q"),
+              download(empty, 1, "i"))
+    """), world=3, HCCL_BUFFSIZE=1))
+    for rank, out in enumerate(outs):
+        right = (rank + 1) % 3
+        assert out == f"{[right] * 3} {[rank] * 3} {[3] * 3} [7]\n"
+
+
+def test_all_to_all_even_and_uneven_on_three_ranks(runner, tmp_path):
+    # HCCL_BUFFSIZE=1 and 200,000-element pieces: several rounds, in which
+    # some pairs have finished and others have not.
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        even = upload([rank * 100 + j for j in range(2 * world)], "q")
+        out = upload([-1] * 2 * world, "q")
+        ok(lib.HcclAlltoAll(even, 2, HCCL_INT64, out, 2, HCCL_INT64, comm, stream))
+        sim.sync()
+        print(download(out, 2 * world, "q"))
+        # Rank r sends (r + 1) * (d + 1) * k elements to rank d, of value
+        # 10 * r + d, laid out in reverse order of d with a gap of one element.
+        k = 20_000
+        def count(src, dst):
+            return (src + 1) * (dst + 1) * k
+        send_counts = [count(rank, d) for d in range(world)]
+        sdispls, at = [0] * world, 0
+        for d in reversed(range(world)):
+            sdispls[d] = at
+            at += send_counts[d] + 1
+        values = [0] * at
+        for d in range(world):
+            values[sdispls[d]:sdispls[d] + send_counts[d]] = [10 * rank + d] * send_counts[d]
+        send = upload(values, "i")
+        recv_counts = [count(s, rank) for s in range(world)]
+        rdispls = [sum(recv_counts[:s]) for s in range(world)]
+        recv = upload([-1] * sum(recv_counts), "i")
+        u64 = ctypes.c_uint64 * world
+        ok(lib.HcclAlltoAllV(send, u64(*send_counts), u64(*sdispls), HCCL_INT32, recv,
+                             u64(*recv_counts), u64(*rdispls), HCCL_INT32, comm, stream))
+        sim.sync()
+        expected = []
+        for s in range(world):
+            expected += [10 * s + rank] * count(s, rank)
+        print(download(recv, sum(recv_counts), "i") == expected)
+    """, world=3, HCCL_BUFFSIZE=1))
+    for rank, out in enumerate(outs):
+        even, uneven = out.splitlines()
+        assert even == str([s * 100 + 2 * rank + i for s in range(3) for i in range(2)])
+        assert uneven == "True"
+
+
+def test_mismatched_point_to_point_and_all_to_all_fail_with_both_sides(runner, tmp_path):
+    results = run_ranks(runner, tmp_path, """
+        p = upload([1.0] * 4, "f")
+        if rank == 0:
+            ok(lib.HcclSend(p, 4, HCCL_FP32, 1, comm, stream))
+        else:
+            ok(lib.HcclRecv(p, 3, HCCL_FP32, 0, comm, stream))
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+    """, timeout=30)
+    sender, receiver = all_ok(results)
+    assert receiver.startswith("507015 ") and "HcclRecv failed on rank 1 of 2" in receiver
+    assert ("rank 0 sends 4 elements of HCCL_DATA_TYPE_FP32, but rank 1 receives 3 elements "
+            "of HCCL_DATA_TYPE_FP32" in receiver)
+    assert sender.startswith("507015 ") and "rank 1 of the communicator failed" in sender
+
+    (tmp_path / "root").unlink()
+    results = run_ranks(runner, tmp_path, """
+        p = upload([1.0] * 8, "f")
+        u64 = ctypes.c_uint64 * world
+        counts = [2, 2] if rank == 0 else [1, 2]
+        ok(lib.HcclAlltoAllV(p, u64(2, 2), u64(0, 2), HCCL_FP32, p, u64(*counts), u64(4, 6),
+                             HCCL_FP32, comm, stream))
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+    """, timeout=30)
+    for out in all_ok(results):
+        assert out.startswith("507015 ") and "HcclAlltoAllV failed on rank" in out
+        assert "rank 0 sends 2 elements to rank 1, but rank 1 expects 1 from rank 0" in out
+
+
+def test_point_to_point_arguments_are_checked_on_the_host(runner, tmp_path):
+    outs = all_ok(run_ranks(runner, tmp_path, SEND_RECV_ITEM + textwrap.dedent("""
+        p = upload([1.0, 2.0], "f")
+        items, count = batch((HCCL_SEND, p, 2, HCCL_FP32, 5))
+        bad_kind, _ = batch((7, p, 2, HCCL_FP32, 0))
+        u64 = ctypes.c_uint64 * world
+        checks = [
+            (lambda: lib.HcclSend(p, 2, HCCL_FP32, world, comm, stream), HCCL_E_PARA,
+             f"destRank {world} is not a rank of this communicator of {world} ranks"),
+            (lambda: lib.HcclRecv(p, 2, HCCL_FP32, rank, comm, stream), HCCL_E_PARA,
+             "is this rank itself"),
+            (lambda: lib.HcclRecv(p, 3, HCCL_FP32, 1 - rank, comm, stream), HCCL_E_PARA,
+             "not valid for 12 bytes"),
+            (lambda: lib.HcclBatchSendRecv(items, count, comm, stream), HCCL_E_PARA,
+             "sendRecvInfo[0].remoteRank 5 is not a rank"),
+            (lambda: lib.HcclBatchSendRecv(bad_kind, 1, comm, stream), HCCL_E_PARA,
+             "neither HCCL_SEND (0) nor HCCL_RECV (1)"),
+            (lambda: lib.HcclAlltoAll(p, 1, HCCL_FP32, p, 1, HCCL_INT32, comm, stream),
+             HCCL_E_NOT_SUPPORT, "sendType HCCL_DATA_TYPE_FP32 and recvType"),
+            (lambda: lib.HcclAlltoAll(p, 2, HCCL_FP32, p, 2, HCCL_FP32, comm, stream),
+             HCCL_E_PARA, "not valid for 16 bytes"),
+            (lambda: lib.HcclAlltoAllV(p, None, u64(0, 1), HCCL_FP32, p, u64(1, 1), u64(0, 1),
+                                       HCCL_FP32, comm, stream), HCCL_E_PTR, "sendCounts is null"),
+        ]
+        for call, expected, words in checks:
+            rc = call()
+            message = sim.err()
+            assert rc == expected and words in message, (rc, message)
+        # Refused calls leave the communicator usable.
+        ok(lib.HcclAllReduce(p, p, 2, HCCL_FP32, HCCL_SUM, comm, stream))
+        sim.sync()
+        print(download(p, 2, "f"))
+    """)))
+    assert outs == ["[2.0, 4.0]\n"] * 2
+
+
+def test_a_send_nobody_receives_times_out_naming_the_peer(runner, tmp_path):
+    results = run_ranks(runner, tmp_path, """
+        p = upload([1.0], "f")
+        if rank == 0:
+            ok(lib.HcclSend(p, 1, HCCL_FP32, 1, comm, stream))
+            print(lib.aclrtSynchronizeDevice(), sim.err())
+        else:
+            time.sleep(2)
+    """, HCCL_EXEC_TIMEOUT=1, timeout=30)
+    out = all_ok(results)[0]
+    assert out.startswith("507015 ") and "HcclSend failed on rank 0 of 2" in out
+    assert "timed out after 1 s (rank 0 of 2) waiting for rank 1 to receive the 1 elements" in out
+
+
+def test_a_peer_that_exits_fails_a_send_to_it(runner, tmp_path):
+    results = run_ranks(runner, tmp_path, """
+        p = upload([1.0], "f")
+        if rank == 1:
+            os._exit(0)  # leaves without receiving
+        ok(lib.HcclSend(p, 1, HCCL_FP32, 1, comm, stream))
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+    """, timeout=30)
+    out = all_ok(results)[0]
+    assert out.startswith("507015 ") and "HcclSend failed on rank 0 of 2" in out
+    assert "rank 1 (process" in out and "exited before the collective completed" in out
+
+
 def test_collectives_are_device_work_on_the_stream(runner, tmp_path):
     # Rank 0's call returns while rank 1 is still away: its stream is busy
     # until rank 1 comes, and then holds the sum.

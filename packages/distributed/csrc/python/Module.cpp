@@ -21,6 +21,17 @@ PYBIND11_MODULE(_C, m) {
       .def(py::init<c10::intrusive_ptr<c10d::Store>, int, int, std::chrono::milliseconds>(),
            py::arg("store"), py::arg("rank"), py::arg("size"),
            py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000),
+           py::call_guard<py::gil_scoped_release>())
+      .def("all_gather_into_tensor_uneven",
+           &c10d_npu::ProcessGroupHCCL::allgather_into_tensor_uneven, py::arg("output"),
+           py::arg("input"), py::arg("output_split_sizes"),
+           "Rank r's input fills output_split_sizes[r] rows of the output (all of them if "
+           "the list is empty, split evenly).",
+           py::call_guard<py::gil_scoped_release>())
+      .def("reduce_scatter_tensor_uneven",
+           &c10d_npu::ProcessGroupHCCL::reduce_scatter_tensor_uneven, py::arg("output"),
+           py::arg("input"), py::arg("input_split_sizes"), py::arg("op"),
+           "Rank r gets the reduction of every rank's input_split_sizes[r] rows for it.",
            py::call_guard<py::gil_scoped_release>());
 
   m.def("hccl_library", [] {

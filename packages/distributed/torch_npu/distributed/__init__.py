@@ -16,18 +16,22 @@ stream of the tensors' device, asynchronously to the host, through HCCL's C
 API: CANN's libhccl where CANN is installed, otherwise the embedded
 simulator's HCCL, which joins the processes of one machine through shared
 memory. This release has broadcast, all_reduce, reduce, all_gather (list and
-tensor forms, coalesced), reduce_scatter (list and tensor forms, coalesced)
-and barrier; point-to-point, all_to_all, gather and scatter come later (see
-README.md).
+tensor forms, coalesced), reduce_scatter (list and tensor forms, coalesced),
+all_to_all (single, even and uneven, and lists), send/recv and
+batch_isend_irecv, gather, scatter and barrier, and torch_npu's
+:func:`all_gather_into_tensor_uneven` and :func:`reduce_scatter_tensor_uneven`
+(see README.md).
 
 Loaded by torch_npu at import through the ``torch_npu.plugins`` entry point.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from types import ModuleType
 
+import torch
 import torch.distributed as dist
 
 from torch_npu._plugins import check_plugin_build
@@ -43,7 +47,13 @@ check_plugin_build("torch-npu-distributed", __version__, _build_info.BUILT_WITH_
 
 from ._C import ProcessGroupHCCL  # noqa: E402
 
-__all__ = ["ProcessGroupHCCL", "__version__", "is_hccl_available"]
+__all__ = [
+    "ProcessGroupHCCL",
+    "__version__",
+    "all_gather_into_tensor_uneven",
+    "is_hccl_available",
+    "reduce_scatter_tensor_uneven",
+]
 
 BACKEND_NAME = "hccl"
 
@@ -52,6 +62,72 @@ def is_hccl_available() -> bool:
     """True: the ``hccl`` backend is registered with torch.distributed (as
     ``torch.distributed.is_hccl_available()`` in Ascend's torch_npu)."""
     return BACKEND_NAME in dist.Backend.backend_list
+
+
+def _hccl_backend(group: dist.ProcessGroup | None, tensor: torch.Tensor,
+                  api: str) -> ProcessGroupHCCL | None:
+    """The hccl backend of `group` (the default group if None) for `tensor`'s
+    device; None if this rank is not in the group."""
+    if group is None:
+        group = dist.distributed_c10d._get_default_group()
+    if dist.distributed_c10d._rank_not_in_group(group):
+        return None
+    backend = group._get_backend(tensor.device)
+    if not isinstance(backend, ProcessGroupHCCL):
+        raise TypeError(f"torch_npu.distributed.{api} needs a group with the hccl backend for "
+                        f"{tensor.device} tensors, got {type(backend).__name__}")
+    return backend
+
+
+def _finish(work: dist.Work, async_op: bool) -> dist.Work | None:
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def all_gather_into_tensor_uneven(output: torch.Tensor, input: torch.Tensor,
+                                  output_split_sizes: Sequence[int] | None = None,
+                                  group: dist.ProcessGroup | None = None,
+                                  async_op: bool = False) -> dist.Work | None:
+    """:func:`torch.distributed.all_gather_into_tensor` with pieces of different
+    sizes, as torch_npu's ``torch_npu.distributed.all_gather_into_tensor_uneven``.
+
+    Rank ``r``'s ``input`` fills ``output_split_sizes[r]`` rows (dim 0) of
+    ``output``, in rank order; the inputs' other dimensions match
+    ``output``'s. ``output_split_sizes`` has one entry per rank of ``group``
+    and adds up to ``output.size(0)``; None splits ``output`` evenly. Returns
+    the work if ``async_op``, else waits (the current stream does) and
+    returns None.
+    """
+    backend = _hccl_backend(group, input, "all_gather_into_tensor_uneven")
+    if backend is None:
+        return None
+    work = backend.all_gather_into_tensor_uneven(output, input, list(output_split_sizes or []))
+    return _finish(work, async_op)
+
+
+def reduce_scatter_tensor_uneven(output: torch.Tensor, input: torch.Tensor,
+                                 input_split_sizes: Sequence[int] | None = None,
+                                 op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM,
+                                 group: dist.ProcessGroup | None = None,
+                                 async_op: bool = False) -> dist.Work | None:
+    """:func:`torch.distributed.reduce_scatter_tensor` with pieces of different
+    sizes, as torch_npu's ``torch_npu.distributed.reduce_scatter_tensor_uneven``.
+
+    ``input`` (the same shape on every rank) is split along dim 0 into
+    ``input_split_sizes`` rows, one piece per rank of ``group``; rank ``r``'s
+    ``output`` receives the reduction by ``op`` of every rank's piece ``r``.
+    None splits ``input`` evenly. Ranks that disagree on the split sizes fail
+    on the device, naming both sides. Returns the work if ``async_op``, else
+    waits (the current stream does) and returns None.
+    """
+    backend = _hccl_backend(group, input, "reduce_scatter_tensor_uneven")
+    if backend is None:
+        return None
+    work = backend.reduce_scatter_tensor_uneven(output, input, list(input_split_sizes or []),
+                                                dist.ReduceOp(op))
+    return _finish(work, async_op)
 
 
 def _create_process_group_hccl(store: dist.Store, rank: int, size: int,
