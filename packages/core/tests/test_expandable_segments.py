@@ -258,6 +258,7 @@ def test_out_of_memory_names_expandable_segments_and_recovers():
         kept = filled(8 * MiB, 1)
         with pytest.raises(torch.OutOfMemoryError) as info:
             filled(total // 2, 1)
+        assert "growing an expandable segment by" in str(info.value)
         assert "expandable_segments:True" in str(info.value)
         assert torch.npu.memory_allocated() == 8 * MiB
         assert_consistent()

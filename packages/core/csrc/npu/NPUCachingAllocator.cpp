@@ -97,7 +97,8 @@ size_t virtual_memory_granularity(c10::DeviceIndex device) {
         g = 0;
       }
     }
-    // At least the small pool's segment size: chunks then never split pages.
+    // Chunks of at least the small pool's segment size (2 MiB, the device's
+    // huge page).
     return g == 0 ? 0 : std::max(g, kSmallBuffer);
   }();
   if (granularity == 0) {
@@ -262,9 +263,9 @@ void update(StatArray& stats, const BlockPool& pool, int64_t amount) {
 // inactive, splits as inactive splits). The parked blocks of a (stream,
 // pool) go back to the pool, merging with their neighbours, before any
 // request of that (stream, pool) searches the pool (a request the free
-// list cannot serve), and all of them before any segment is released or
-// grown (empty_cache, OOM retry, expandable segments) and when their slot
-// is reused for another size. So a search sees exactly what eager merging
+// list cannot serve), all of them before any segment is released (empty_cache,
+// OOM retry) or an expandable segment grows, and those of a slot reused for
+// another size. So a search sees exactly what eager merging
 // would have left: parked blocks neither make a request fail nor move
 // where a block is placed (which would fragment the segments). Code that
 // walks segments (memory snapshots) flushes the lists first.
@@ -951,7 +952,7 @@ class DeviceCachingAllocator {
       if (C10_UNLIKELY(record_history_)) {
         trace(TraceEntry::OOM, nullptr, requested, stream, context);
       }
-      raise_out_of_memory(requested, segment_size, is_device_work(pool), lock);
+      raise_out_of_memory(requested, segment_size, is_device_work(pool), /*expandable=*/false, lock);
     }
     ++stats_.num_device_alloc;
     if (segment_size >= max_split_size_) {
@@ -1085,7 +1086,7 @@ class DeviceCachingAllocator {
         if (C10_UNLIKELY(record_history_)) {
           trace(TraceEntry::OOM, nullptr, requested, stream, context);
         }
-        raise_out_of_memory(requested, grow, /*device_work=*/false, lock);
+        raise_out_of_memory(requested, grow, /*device_work=*/false, /*expandable=*/true, lock);
       }
       ++stats_.num_alloc_retries;
       release_cached_blocks(lock);
@@ -1186,7 +1187,8 @@ class DeviceCachingAllocator {
     }
   }
 
-  [[noreturn]] void raise_out_of_memory(size_t requested, size_t segment_size, bool device_work,
+  // `segment_size`: of the new segment, or what an expandable one had to grow by.
+  [[noreturn]] void raise_out_of_memory(size_t requested, size_t segment_size, bool device_work, bool expandable,
                                         std::unique_lock<std::mutex>& lock) {
     const auto [free, total] = memory_info();
     const size_t allocated = static_cast<size_t>(
@@ -1202,7 +1204,8 @@ class DeviceCachingAllocator {
     notify_out_of_memory(device_, requested, free, total);
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "NPU out of memory. Tried to allocate ",
-        format_size(requested), " (a new segment of ", format_size(segment_size), ")",
+        format_size(requested), expandable ? " (growing an expandable segment by " : " (a new segment of ",
+        format_size(segment_size), ")",
         device_work ? " for device work (a kernel's temporary or result)" : "", ". npu:",
         static_cast<int>(device_), " has a total capacity of ",
         format_size(total), " of which ", format_size(free), " is free.", limit,
