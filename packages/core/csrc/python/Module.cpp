@@ -13,6 +13,7 @@
 
 #include "aten/NPUFormat.h"
 #include "python/Activity.h"
+#include "python/ActivityHostOps.h"
 #include "python/Graphs.h"
 #include "python/MemorySnapshot.h"
 #include "python/Memory.h"
@@ -273,6 +274,7 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   c10_npu::python::bind_activity(m);
+  c10_npu::python::bind_activity_host_ops(m);
   c10_npu::python::bind_graphs(m);
   c10_npu::python::bind_memory_snapshot(m);
   c10_npu::python::bind_memory(m);
