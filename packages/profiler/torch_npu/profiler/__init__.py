@@ -1,10 +1,13 @@
 """torch_npu.profiler: profiling of npu work (the torch-npu-profiler plugin).
 
-This release is the package skeleton of the monorepo: it installs, loads as a
-plugin and pins the torch-npu-core versions it works with. The profiler API
-(``profile``, ``schedule``, ``tensorboard_trace_handler``, ...), dynamic profiling
-and mstx come with the profiler issue (see README.md). Memory snapshots render
-as pictures with ``python -m torch_npu.profiler.memory_viz`` (the ``viz`` extra).
+``profile`` collects host ops (through torch's profiler) and the device work
+they launch (through the runtime's activity records), step by step under a
+``schedule``; ``tensorboard_trace_handler`` writes Ascend's result directory
+(``*_ascend_pt`` with ASCEND_PROFILER_OUTPUT: trace_view.json and the CSV
+files); ``torch_npu.profiler.profiler.analyse`` (or ``python -m
+torch_npu.profiler.analyse``) produces that output later from the raw data.
+Memory snapshots render as pictures with ``python -m
+torch_npu.profiler.memory_viz`` (the ``viz`` extra). See README.md.
 
 Loaded by torch_npu at import through the ``torch_npu.plugins`` entry point.
 """
@@ -13,11 +16,31 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from .activity import ProfilerActivity, supported_activities
+from .experimental_config import AiCMetrics, ExportType, HostSystem, ProfilerLevel, _ExperimentalConfig
+from .profiler import profile
+from .scheduler import ProfilerAction, Schedule, schedule
+from .trace_handler import tensorboard_trace_handler
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "AiCMetrics",
+    "ExportType",
+    "HostSystem",
+    "ProfilerAction",
+    "ProfilerActivity",
+    "ProfilerLevel",
+    "Schedule",
+    "_ExperimentalConfig",
+    "__version__",
+    "profile",
+    "schedule",
+    "supported_activities",
+    "tensorboard_trace_handler",
+]
 
 
 def _initialize_plugin(torch_npu: ModuleType) -> None:
-    """Entry point of the ``torch_npu.plugins`` group. Nothing to attach yet: the
-    npu activity of torch.profiler registers here once it exists."""
+    """Entry point of the ``torch_npu.plugins`` group. Nothing to attach: the
+    profiler API lives in this package."""

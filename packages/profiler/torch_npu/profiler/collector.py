@@ -1,0 +1,182 @@
+"""One collection window: torch's profiler (Kineto) for the host side, core's
+device activity records and host-op correlation ids for the device side.
+
+Only one window may be open per process: device activity recording is a
+process-wide switch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity as TorchActivity
+
+import torch_npu
+
+from .activity import ProfilerActivity
+from .experimental_config import _ExperimentalConfig
+from .raw_data import RawRun
+
+_ENV_PREFIXES = ("ASCEND_", "HCCL_", "PYTORCH_NPU_", "NPU_SIM_", "TORCH_NPU_", "ACL_", "MSPROF_")
+_ENV_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+              "OMP_NUM_THREADS", "PROF_CONFIG_PATH")
+
+_lock = threading.Lock()
+_open_window: Collector | None = None
+
+
+def profiling_env() -> dict[str, str]:
+    """The environment variables that matter to a profile (ASCEND_*, HCCL_*,
+    PYTORCH_NPU_*, NPU_SIM_*, ..., rank variables)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES}
+
+
+def _rank() -> int:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank()
+    return int(os.environ.get("RANK", "-1"))
+
+
+def _clock_offset_ns() -> int:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC, read back to back (the smallest of a
+    few tries, which brackets the pair most tightly)."""
+    best = None
+    for _ in range(5):
+        m0 = time.monotonic_ns()
+        r = time.time_ns()
+        m1 = time.monotonic_ns()
+        if best is None or m1 - m0 < best[0]:
+            best = (m1 - m0, r - (m0 + m1) // 2)
+    return best[1]
+
+
+def _synchronize_devices() -> None:
+    if not torch.npu.is_initialized():
+        return
+    for device in range(torch.npu.device_count()):
+        torch.npu.synchronize(device)
+
+
+class Collector:
+    """Collects one window (prepare, start, stop) into a RawRun."""
+
+    def __init__(self, activities: set[ProfilerActivity], record_shapes: bool, profile_memory: bool,
+                 with_stack: bool, with_flops: bool, with_modules: bool, config: _ExperimentalConfig,
+                 common_config: dict[str, Any]) -> None:
+        self._cpu = ProfilerActivity.CPU in activities
+        self._npu = ProfilerActivity.NPU in activities and config.collects_device
+        self._options = dict(record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
+                             with_flops=with_flops, with_modules=with_modules)
+        self._config = config
+        self._common_config = common_config
+        self._kineto: torch.profiler._KinetoProfile | None = None
+        self._started = False
+        self._start_info: dict[str, Any] = {}
+        self.metadata: dict[str, Any] = {}
+
+    def prepare(self) -> None:
+        if self._cpu and self._kineto is None:
+            self._kineto = torch.profiler._KinetoProfile(activities={TorchActivity.CPU}, **self._options)
+            self._kineto.prepare_trace()
+
+    def discard(self) -> None:
+        """Drops a prepared window that never started (torch's profiler is
+        started and stopped to release what prepare set up)."""
+        if self._kineto is not None and not self._started:
+            self._kineto.start_trace()
+            self._kineto.stop_trace()
+        self._kineto = None
+
+    def start(self) -> None:
+        global _open_window
+        with _lock:
+            if _open_window is not None:
+                raise RuntimeError(
+                    "torch_npu.profiler: another profiling session is collecting in this process (two "
+                    "profilers at once, e.g. profile and dynamic_profile, are not supported); stop it first")
+            _open_window = self
+        try:
+            self.prepare()
+            C = torch_npu._C
+            if self._npu or self._cpu:
+                if not C._activity_is_available():
+                    raise RuntimeError("torch_npu.profiler needs the runtime's device activity records, "
+                                       "which the loaded runtime does not provide")
+                _synchronize_devices()
+                C._activity_flush()
+                C._activity_flush_host_ops()
+                C._activity_record_host_ops(True)
+            if self._npu:
+                C._activity_enable(True)
+            self._start_info = {
+                "start_monotonic_ns": time.monotonic_ns(),
+                "realtime_minus_monotonic_ns": _clock_offset_ns(),
+                "thread": threading.get_native_id(),
+            }
+            if self._kineto is not None:
+                self._kineto.start_trace()
+            self._started = True
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        global _open_window
+        C = torch_npu._C
+        if C._activity_recording_host_ops():
+            C._activity_record_host_ops(False)
+        if self._npu:
+            C._activity_enable(False)
+        with _lock:
+            if _open_window is self:
+                _open_window = None
+
+    def stop(self) -> RawRun:
+        """Ends the window and returns what it collected."""
+        if not self._started:
+            raise RuntimeError("torch_npu.profiler: stop() without start()")
+        C = torch_npu._C
+        try:
+            _synchronize_devices()
+            if self._kineto is not None:
+                self._kineto.stop_trace()
+            end_info = {"end_monotonic_ns": time.monotonic_ns(), "realtime_minus_monotonic_ns": _clock_offset_ns()}
+        finally:
+            self._release()
+            self._started = False
+        device_records = C._activity_flush() if self._npu else []
+        host_ops = C._activity_flush_host_ops()
+        torch_trace = self._export_kineto() if self._kineto is not None else None
+        self._kineto = None
+        info = {
+            "config": {"common_config": self._common_config, "experimental_config": self._config.to_dict()},
+            "start_info": self._start_info,
+            "end_info": end_info,
+            "torch_npu_version": getattr(torch_npu, "__version__", "unknown"),
+            "torch_version": torch.__version__,
+            "rank_id": _rank(),
+            "pid": os.getpid(),
+            "host_name": socket.gethostname(),
+            "simulator": True,
+        }
+        metadata = {"ENV_VARIABLES": profiling_env()}
+        metadata.update(self.metadata)
+        return RawRun(info=info, metadata=metadata, torch_trace=torch_trace, host_ops=host_ops,
+                      device_records=device_records)
+
+    def _export_kineto(self) -> dict[str, Any]:
+        fd, path = tempfile.mkstemp(prefix="torch_npu_profiler_", suffix=".json")
+        os.close(fd)
+        try:
+            self._kineto.export_chrome_trace(path)
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        finally:
+            os.unlink(path)
