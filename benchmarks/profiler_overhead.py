@@ -9,7 +9,10 @@ rotates from trial to trial); a profiled trial records all its steps
 (activities CPU+NPU, schedule(wait=0, active=steps, repeat=1), the handler
 writing into a temporary directory). Reported per mode: the median step time
 over the trials, its ratio to the unprofiled one (target <= 1.10 at Level0),
-the time the handler took to write a result (raw data plus
+the process CPU time per step and its ratio (steadier than wall time on a
+loaded machine: the simulated device's work is host CPU work, the same in
+every mode, and the profiler's cost is CPU work too), the time the handler
+took to write a result (raw data plus
 ASCEND_PROFILER_OUTPUT; not part of the step time) and the output bytes per
 profiled step.
 """
@@ -38,32 +41,33 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def run_mode(mode: str, step, steps: int, out: Path) -> tuple[float, float, int]:
-    """Seconds per step, seconds to write the result, result bytes."""
+def run_mode(mode: str, step, steps: int, out: Path) -> tuple[float, float, float, int]:
+    """Seconds per step (wall and process CPU), seconds to write the result,
+    result bytes."""
     if mode == "off":
         torch.npu.synchronize()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(steps):
             step()
         torch.npu.synchronize()
-        return (time.perf_counter() - start) / steps, 0.0, 0
+        return (time.perf_counter() - start) / steps, (time.process_time() - cpu) / steps, 0.0, 0
     config = _ExperimentalConfig(profiler_level=ProfilerLevel[mode])
     prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU],
                    schedule=schedule(wait=0, active=steps, repeat=1),
                    on_trace_ready=tensorboard_trace_handler(out), experimental_config=config)
     torch.npu.synchronize()
     prof.start()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for i in range(steps):
         step()
         if i < steps - 1:
             prof.step()
     torch.npu.synchronize()
-    per_step = (time.perf_counter() - start) / steps
+    per_step, cpu_per_step = (time.perf_counter() - start) / steps, (time.process_time() - cpu) / steps
     start = time.perf_counter()
     prof.stop()  # ends the last active step: the handler writes the result
     write = time.perf_counter() - start
-    return per_step, write, dir_bytes(out)
+    return per_step, cpu_per_step, write, dir_bytes(out)
 
 
 def main() -> None:
@@ -78,6 +82,7 @@ def main() -> None:
         step()
         prof.step()
     times = {mode: [] for mode in MODES}
+    cpu_times = {mode: [] for mode in MODES}
     writes = {mode: [] for mode in MODES}
     sizes = {mode: [] for mode in MODES}
     for trial in range(trials):
@@ -85,21 +90,24 @@ def main() -> None:
         for mode in order:
             out = Path(tempfile.mkdtemp(prefix="profiler_overhead_"))
             try:
-                per_step, write, size = run_mode(mode, step, steps, out)
+                per_step, cpu_per_step, write, size = run_mode(mode, step, steps, out)
             finally:
                 shutil.rmtree(out, ignore_errors=True)
             times[mode].append(per_step)
+            cpu_times[mode].append(cpu_per_step)
             writes[mode].append(write)
             sizes[mode].append(size / steps)
-    base = statistics.median(times["off"])
-    print(f"small-GPT train step, {trials} trials x {steps} steps, cpu count {os.cpu_count()}")
-    print(f"{'mode':<8}{'step':>10}{'ratio':>8}{'write':>10}{'bytes/step':>12}")
+    base, cpu_base = statistics.median(times["off"]), statistics.median(cpu_times["off"])
+    print(f"small-GPT train step, {trials} trials x {steps} steps, cpu count {os.cpu_count()}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'mode':<8}{'wall/step':>11}{'ratio':>7}{'cpu/step':>11}{'ratio':>7}{'write':>9}{'bytes/step':>12}")
     for mode in MODES:
-        t = statistics.median(times[mode])
+        t, c = statistics.median(times[mode]), statistics.median(cpu_times[mode])
         target = "  target <= 1.10" if mode == "Level0" else ""
         write = f"{statistics.median(writes[mode]) * 1e3:.0f}ms" if mode != "off" else "-"
         size = f"{statistics.median(sizes[mode]) / 1024:.1f}KiB" if mode != "off" else "-"
-        print(f"{mode:<8}{t * 1e3:>8.2f}ms{t / base:>8.2f}{write:>10}{size:>12}{target}")
+        print(f"{mode:<8}{t * 1e3:>9.2f}ms{t / base:>7.2f}{c * 1e3:>9.2f}ms{c / cpu_base:>7.2f}{write:>9}{size:>12}"
+              f"{target}")
     spread = [b / a for a, b in zip(times["off"], times["Level0"])]
     print(f"Level0/off per trial: {', '.join(f'{r:.2f}' for r in spread)}")
 

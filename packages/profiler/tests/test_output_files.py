@@ -8,8 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
+import shutil
 import threading
 import warnings
 from pathlib import Path
@@ -200,16 +199,33 @@ def test_offline_analyse_reproduces_the_online_output(tmp_path):
         train(prof, 2)
     (offline,) = (tmp_path / "offline").iterdir()
     assert not (offline / "ASCEND_PROFILER_OUTPUT").exists()
-    # The online directory's raw data analysed again gives the same files.
+    # The online directory's raw data analysed again (from the command line)
+    # gives the same files.
     before = {p.name: p.read_bytes() for p in (online / "ASCEND_PROFILER_OUTPUT").iterdir()}
-    result = subprocess.run([sys.executable, "-m", "torch_npu.profiler.analyse", str(tmp_path / "online")],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert analyse_main([str(tmp_path / "online")]) == 0
     after = {p.name: p.read_bytes() for p in (online / "ASCEND_PROFILER_OUTPUT").iterdir()}
     assert after == before
-    # A parent directory: every result under it (here the raw-only one).
-    assert analyse(tmp_path / "offline", max_process_number=1) == [str(offline / "ASCEND_PROFILER_OUTPUT")]
+    # A parent directory holding several results (one per rank): each is
+    # analysed, here in a pool of two processes.
+    shutil.copytree(online, tmp_path / "offline" / "rank1_ascend_pt")
+    shutil.rmtree(tmp_path / "offline" / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
+    outputs = analyse(tmp_path / "offline", max_process_number=2)
+    assert sorted(outputs) == sorted(str(d / "ASCEND_PROFILER_OUTPUT") for d in (tmp_path / "offline").iterdir())
     assert sorted(p.name for p in (offline / "ASCEND_PROFILER_OUTPUT").iterdir()) == sorted(before)
+    copy = tmp_path / "offline" / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
+
+
+def test_npu_activity_alone_gives_the_device_files(tmp_path):
+    with profile(activities=[ProfilerActivity.NPU], on_trace_ready=tensorboard_trace_handler(tmp_path)):
+        torch.ones(64, device="npu").mul_(2)
+    (result,) = tmp_path.iterdir()
+    assert sorted(p.name for p in (result / "ASCEND_PROFILER_OUTPUT").iterdir()) == [
+        "kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "trace_view.json"]
+    assert not (result / "FRAMEWORK" / "torch_trace.json").exists()
+    trace = json.loads((result / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    assert not any(e.get("cat") == "cpu_op" for e in trace)
+    assert any(e.get("cat") == "kernel" and e["name"] == "aten::mul_" for e in trace)
 
 
 def test_analyse_on_a_directory_that_is_not_a_result_is_an_error(tmp_path, capsys):
