@@ -7,6 +7,7 @@ details, record_shapes the input shapes, with_stack the call stacks.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -186,13 +187,16 @@ def memory_record(model: RunModel) -> Table:
     return header, rows
 
 
-def _innermost_op(ops_by_thread: dict[int, list[HostOp]], event: MemoryEvent) -> HostOp | None:
-    best = None
-    for op in ops_by_thread.get(event.tid, []):
-        if op.category == "cpu_op" and op.start_ns <= event.ts_ns <= op.end_ns:
-            if best is None or op.dur_ns <= best.dur_ns:
-                best = op
-    return best
+def _innermost_op(ops_by_thread: dict[int, tuple[list[int], list[HostOp]]], event: MemoryEvent) -> HostOp | None:
+    """The innermost torch op running on the event's thread at its time: the
+    last op started before it, or the nearest of that op's ancestors that
+    had not ended yet."""
+    starts, ops = ops_by_thread.get(event.tid, ([], []))
+    index = bisect.bisect_right(starts, event.ts_ns) - 1
+    op = ops[index] if index >= 0 else None
+    while op is not None and (op.end_ns < event.ts_ns or op.category != "cpu_op"):
+        op = op.parent
+    return op
 
 
 def operator_memory(model: RunModel) -> Table:
@@ -204,9 +208,10 @@ def operator_memory(model: RunModel) -> Table:
               "Duration(us)", "Active Duration(us)", "Allocation Total Allocated(MB)",
               "Allocation Total Reserved(MB)", "Allocation Total Active(MB)", "Release Total Allocated(MB)",
               "Release Total Reserved(MB)", "Release Total Active(MB)", "Stream Ptr", "Device Type"]
-    ops_by_thread: dict[int, list[HostOp]] = defaultdict(list)
-    for op in model.host_ops:
-        ops_by_thread[op.tid].append(op)
+    grouped: dict[int, list[HostOp]] = defaultdict(list)
+    for op in model.host_ops:  # sorted by thread and start
+        grouped[op.tid].append(op)
+    ops_by_thread = {tid: ([op.start_ns for op in ops], ops) for tid, ops in grouped.items()}
     live: dict[tuple[int, int], MemoryEvent] = {}
     pairs: list[tuple[MemoryEvent, MemoryEvent | None]] = []
     for event in model.memory:
