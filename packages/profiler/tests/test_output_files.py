@@ -61,7 +61,8 @@ def train(prof, steps: int) -> None:
 def profile_run(out: Path, level: ProfilerLevel, **kwargs) -> Path:
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU], schedule=schedule(wait=1, active=2, repeat=1),
                  on_trace_ready=tensorboard_trace_handler(out, **kwargs),
-                 experimental_config=_ExperimentalConfig(profiler_level=level), record_shapes=True,
+                 experimental_config=_ExperimentalConfig(profiler_level=level, data_simplification=False),
+                 record_shapes=True,
                  profile_memory=True, with_stack=True) as prof:
         prof.add_metadata("model", "mlp")
         prof.add_metadata_json("sizes", '{"hidden": 16}')
@@ -189,7 +190,8 @@ def test_memory_files_follow_the_allocator(level1):
 
 
 def test_offline_analyse_reproduces_the_online_output(tmp_path):
-    with profile(schedule=schedule(wait=0, active=2, repeat=1),
+    keep_raw = _ExperimentalConfig(data_simplification=False)
+    with profile(schedule=schedule(wait=0, active=2, repeat=1), experimental_config=keep_raw,
                  on_trace_ready=tensorboard_trace_handler(tmp_path / "online"), profile_memory=True) as prof:
         train(prof, 2)
     (online,) = (tmp_path / "online").iterdir()
@@ -226,6 +228,16 @@ def test_npu_activity_alone_gives_the_device_files(tmp_path):
     trace = json.loads((result / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
     assert not any(e.get("cat") == "cpu_op" for e in trace)
     assert any(e.get("cat") == "kernel" and e["name"] == "aten::mul_" for e in trace)
+
+
+def test_data_simplification_deletes_the_raw_data_after_analysis(tmp_path):
+    with profile(on_trace_ready=tensorboard_trace_handler(tmp_path)):  # data_simplification: the default
+        torch.ones(4, device="npu").add_(1)
+    (result,) = tmp_path.iterdir()
+    assert sorted(p.name for p in result.iterdir()) == [
+        "ASCEND_PROFILER_OUTPUT", "profiler_info.json", "profiler_metadata.json"]
+    with pytest.raises(ValueError, match="was deleted after analysis"):
+        analyse(result)
 
 
 def test_analyse_on_a_directory_that_is_not_a_result_is_an_error(tmp_path, capsys):

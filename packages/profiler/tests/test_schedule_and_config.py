@@ -105,12 +105,17 @@ def test_experimental_config_accepts_the_documented_parameters():
     (dict(gc_detect_threshold="1"), TypeError, "gc_detect_threshold"),
     (dict(host_sys="cpu"), TypeError, "host_sys must be a list"),
     (dict(host_sys=["gpu"]), ValueError, "host_sys"),
-    (dict(mstx_domain_include=["a"], mstx_domain_exclude=["b"]), ValueError, "not both"),
     (dict(no_such_option=True), TypeError, "unknown parameter"),
 ])
 def test_bad_experimental_config_values_are_clear_errors(kwargs, error, match):
     with pytest.raises(error, match=match):
         _ExperimentalConfig(**kwargs)
+
+
+def test_mstx_domain_include_wins_over_exclude():
+    with pytest.warns(UserWarning, match="mstx_domain_include applies"):
+        config = _ExperimentalConfig(mstx=True, mstx_domain_include=["a"], mstx_domain_exclude=["b"])
+    assert config.mstx_domain_shown("a") and not config.mstx_domain_shown("b") and not config.mstx_domain_shown("c")
 
 
 def test_aic_metrics_at_level0_is_reset_with_a_warning():

@@ -105,10 +105,11 @@ class Collector:
         try:
             self.prepare()
             C = torch_npu._C
-            if self._npu or self._cpu:
-                if not C._activity_is_available():
-                    raise RuntimeError("torch_npu.profiler needs the runtime's device activity records, "
-                                       "which the loaded runtime does not provide")
+            if self._npu and not C._activity_is_available():
+                raise RuntimeError("torch_npu.profiler: ProfilerActivity.NPU needs the runtime's device "
+                                   "activity records, which the loaded runtime does not provide; profile "
+                                   "with ProfilerActivity.CPU only, or with msprof on CANN")
+            if C._activity_is_available():
                 _synchronize_devices()
                 C._activity_flush()
                 C._activity_flush_host_ops()

@@ -111,7 +111,9 @@ class _ExperimentalConfig:
         gc_detect_threshold: milliseconds (a number >= 0) or None.
         host_sys: a list of ``HostSystem`` members.
         mstx_domain_include / mstx_domain_exclude: lists of domain names
-            (not both).
+            (exclusive: given both, include applies, with a warning).
+        data_simplification: once ASCEND_PROFILER_OUTPUT is written, delete
+            the raw data (FRAMEWORK/); offline analysis is then impossible.
     """
 
     def __init__(
@@ -178,7 +180,9 @@ class _ExperimentalConfig:
         self.mstx_domain_include = _check_str_list(mstx_domain_include, "mstx_domain_include")
         self.mstx_domain_exclude = _check_str_list(mstx_domain_exclude, "mstx_domain_exclude")
         if self.mstx_domain_include and self.mstx_domain_exclude:
-            raise ValueError("_ExperimentalConfig: give mstx_domain_include or mstx_domain_exclude, not both")
+            warnings.warn("_ExperimentalConfig: mstx_domain_include and mstx_domain_exclude are exclusive; "
+                          "mstx_domain_include applies", stacklevel=2)
+            self.mstx_domain_exclude = []
 
     @property
     def collects_device(self) -> bool:

@@ -19,7 +19,7 @@ from .activity import ProfilerActivity, supported_activities
 from .analysis import build_model, build_trace_view, write_output
 from .collector import Collector
 from .experimental_config import _ExperimentalConfig
-from .raw_data import RawRun, is_result_dir, read_raw
+from .raw_data import INFO_FILE, RawRun, is_result_dir, read_raw
 from .scheduler import Schedule, default_schedule
 
 __all__ = ["analyse", "profile"]
@@ -206,8 +206,8 @@ class profile:  # noqa: N801 (the documented name)
 
 
 def _result_dirs(path: Path) -> list[Path]:
-    if is_result_dir(path):
-        return [path]
+    if is_result_dir(path) or (path / INFO_FILE).is_file():
+        return [path]  # read_raw explains a result whose raw data was deleted
     if not path.is_dir():
         raise ValueError(f"analyse: {path} is not a directory")
     found = sorted(child for child in path.iterdir() if child.is_dir() and is_result_dir(child))

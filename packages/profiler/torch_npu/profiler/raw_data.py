@@ -20,7 +20,8 @@ four sources, written as they are into a result directory
 Everything under ``ASCEND_PROFILER_OUTPUT/`` is computed from these alone
 (torch_npu.profiler.analysis), online by the trace handler or offline by
 ``analyse``; a directory holding ``profiler_info.json`` and ``FRAMEWORK/`` is a
-profiling result.
+profiling result. With data_simplification (the default) FRAMEWORK/ is
+deleted once ASCEND_PROFILER_OUTPUT is written.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ def read_raw(result_dir: str | os.PathLike[str]) -> RawRun:
     """Reads what write_raw wrote; a directory that is not a profiling result
     raises ValueError."""
     result_dir = Path(result_dir)
+    if (result_dir / INFO_FILE).is_file() and not (result_dir / FRAMEWORK_DIR).exists():
+        raise ValueError(
+            f"{result_dir}: its raw data ({FRAMEWORK_DIR}/) was deleted after analysis "
+            "(_ExperimentalConfig(data_simplification=True), the default); its "
+            f"{OUTPUT_DIR} is final. Profile with data_simplification=False to analyse again")
     if not is_result_dir(result_dir):
         raise ValueError(
             f"{result_dir} is not a torch_npu.profiler result: it has no {INFO_FILE} and "

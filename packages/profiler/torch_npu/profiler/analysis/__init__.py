@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from .._files import write_csv_atomic, write_json_atomic
-from ..raw_data import OUTPUT_DIR, RawRun
+from ..raw_data import FRAMEWORK_DIR, OUTPUT_DIR, RawRun
 from . import tables
 from .model import RunModel, build_model
 from .trace_view import build_trace_view
@@ -37,7 +37,8 @@ def write_output(run: RawRun, result_dir: str | os.PathLike[str]) -> Path:
     """Writes ``result_dir/ASCEND_PROFILER_OUTPUT`` from ``run``. The files are
     assembled in a temporary sibling directory renamed into place at the end,
     so an interrupted analysis leaves no ASCEND_PROFILER_OUTPUT that looks
-    complete."""
+    complete. With data_simplification (the default, as on CANN) the raw data
+    is deleted once the output is in place."""
     result_dir = Path(result_dir)
     model = build_model(run)
     staging = Path(tempfile.mkdtemp(prefix=f".{OUTPUT_DIR}.", dir=result_dir))
@@ -57,4 +58,6 @@ def write_output(run: RawRun, result_dir: str | os.PathLike[str]) -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if model.config.data_simplification:
+        shutil.rmtree(result_dir / FRAMEWORK_DIR, ignore_errors=True)
     return final

@@ -157,7 +157,8 @@ def build_model(run: RawRun) -> RunModel:
     core_ops = [dict(op, start_ns=op["start_ns"] + offset_ns, end_ns=op["end_ns"] + offset_ns)
                 for op in run.host_ops]
     op_of_correlation = _link(ops, core_ops)
-    steps = _steps(core_ops)
+    steps = _steps(core_ops) or _steps(
+        [{"name": op.name, "start_ns": op.start_ns, "end_ns": op.end_ns} for op in ops])
     stream_handles: dict[tuple[int, int], int] = {}
     known_correlations = {op["correlation_id"] for op in core_ops}
     items: list[DeviceItem] = []
