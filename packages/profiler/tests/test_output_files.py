@@ -313,7 +313,6 @@ def test_a_profile_in_a_worker_thread_sees_only_that_threads_work():
 
 def test_mstx_records_are_rendered_and_unknown_kinds_ignored(level1):
     run = read_raw(level1)
-    run.info["config"]["experimental_config"]["_mstx"] = True
     thread = run.info["start_info"]["thread"]
     stream = run.device_records[0]["stream"]
     t0 = run.device_records[0]["start_ns"]
@@ -322,8 +321,14 @@ def test_mstx_records_are_rendered_and_unknown_kinds_ignored(level1):
          "device": 0, "tid": thread},
         {"kind": "mstx", "name": "forward", "domain": "default", "start_ns": t0, "end_ns": t0 + 5000,
          "stream": stream, "device": 0, "tid": thread},
+        {"kind": "mstx", "name": "filtered out", "domain": "hidden", "start_ns": t0, "end_ns": t0, "stream": 0,
+         "device": 0, "tid": thread},
         {"kind": "something_new", "name": "x", "start_ns": t0, "end_ns": t0},
     ]
+    run.info["config"]["experimental_config"]["_mstx_domain_exclude"] = ["hidden"]
+    run.info["config"]["experimental_config"]["_mstx"] = False
+    assert not any(e.get("cat") == "mstx" for e in build_trace_view(build_model(run)))  # not asked for
+    run.info["config"]["experimental_config"]["_mstx"] = True
     trace = build_trace_view(build_model(run))
     mstx = [e for e in trace if e.get("cat") == "mstx"]
     assert [(e["ph"], e["name"]) for e in mstx] == [("i", "mark here"), ("X", "forward"), ("X", "forward")]

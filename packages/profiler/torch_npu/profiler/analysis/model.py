@@ -183,7 +183,11 @@ def build_model(run: RawRun) -> RunModel:
                 item.op.device_items.append(item)
             items.append(item)
         elif kind == "mstx":
-            if record.get("tid") not in threads or not config.mstx_domain_shown(record.get("domain", "default")):
+            # Shown when asked for (mstx / msprof_tx), from the profiled
+            # threads, in the domains the config lets through.
+            if not (config.mstx or config.msprof_tx) or record.get("tid") not in threads:
+                continue
+            if not config.mstx_domain_shown(record.get("domain", "default")):
                 continue
             stream = record.get("stream", 0)
             mstx.append(MstxRecord(
