@@ -22,9 +22,6 @@ from ..raw_data import RawRun
 # c10::DeviceType::PrivateUse1: the allocator's memory events of npu tensors.
 _PRIVATEUSE1 = 20
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
-# Largest start-time difference accepted between torch's and core's record
-# of the same op (both are taken in RecordFunction callbacks of one call).
-_MATCH_TOLERANCE_NS = 200_000
 
 
 @dataclass(eq=False)
@@ -293,39 +290,44 @@ def _attach_call_stacks(ops: list[HostOp], frames: list[tuple[int, int, int, str
 
 def _link(ops: list[HostOp], core_ops: list[dict[str, Any]]) -> dict[int, HostOp]:
     """Correlation id -> torch's op: the same call seen by torch's profiler and
-    by core's callback (same thread and name, nearest start once the two
-    clocks' residual offset is removed)."""
-    if not ops:
-        return {}
-    candidates: dict[tuple[int, str], list[HostOp]] = defaultdict(list)
+    by core's callback.
+
+    Both record, per thread and op name, the same calls in the same order
+    (core's callback is registered before torch's profiler starts and removed
+    after it stops, so it may hold a few more calls at either end). Within
+    each (thread, name) group the two sequences are therefore aligned by one
+    index shift: the shift most of torch's ops agree on, each op voting for the
+    core call nearest to it in time. Rank order, not time alone, decides, so
+    a preempted callback (times apart by more than the gap between two calls)
+    still pairs the right calls."""
+    core_groups: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
+    for core in core_ops:
+        core_groups[(core["os_thread_id"], core["name"])].append(core)
+    torch_groups: dict[tuple[int, str], list[HostOp]] = defaultdict(list)
     for op in ops:
-        candidates[(op.tid, op.name)].append(op)
-    starts = {key: [op.start_ns for op in group] for key, group in candidates.items()}
-
-    def nearest(core: dict[str, Any], shift: int) -> HostOp | None:
-        key = (core["os_thread_id"], core["name"])
-        group = candidates.get(key)
-        if not group:
-            return None
-        t = core["start_ns"] + shift
-        i = bisect.bisect_left(starts[key], t)
-        best = min((g for g in (i - 1, i) if 0 <= g < len(group)), key=lambda g: abs(group[g].start_ns - t))
-        return group[best]
-
-    differences = []
-    for core in core_ops:
-        op = nearest(core, 0)
-        if op is not None:
-            differences.append(op.start_ns - core["start_ns"])
-    shift = int(statistics.median(differences)) if differences else 0
+        torch_groups[(op.tid, op.name)].append(op)
+    # The residual offset of the two clocks: the median over the groups'
+    # first calls.
+    firsts = [torch_groups[key][0].start_ns - min(c["start_ns"] for c in group)
+              for key, group in core_groups.items() if key in torch_groups]
+    offset = int(statistics.median(firsts)) if firsts else 0
     linked: dict[int, HostOp] = {}
-    used: set[int] = set()
-    for core in core_ops:
-        op = nearest(core, shift)
-        if op is None or id(op) in used or abs(op.start_ns - core["start_ns"] - shift) > _MATCH_TOLERANCE_NS:
+    for key, torch_group in torch_groups.items():
+        core_group = core_groups.get(key)
+        if not core_group:
             continue
-        used.add(id(op))
-        linked[core["correlation_id"]] = op
+        core_group.sort(key=lambda c: c["start_ns"])
+        torch_group.sort(key=lambda op: op.start_ns)
+        starts = [c["start_ns"] + offset for c in core_group]
+        votes: dict[int, int] = defaultdict(int)
+        for index, op in enumerate(torch_group):
+            i = bisect.bisect_left(starts, op.start_ns)
+            nearest = min((j for j in (i - 1, i) if 0 <= j < len(starts)), key=lambda j: abs(starts[j] - op.start_ns))
+            votes[nearest - index] += 1
+        shift = max(votes.items(), key=lambda kv: (kv[1], -abs(kv[0])))[0]
+        for index, op in enumerate(torch_group):
+            if 0 <= index + shift < len(core_group):
+                linked[core_group[index + shift]["correlation_id"]] = op
     return linked
 
 
