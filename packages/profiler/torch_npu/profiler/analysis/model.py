@@ -306,24 +306,33 @@ def _link(ops: list[HostOp], core_ops: list[dict[str, Any]]) -> dict[int, HostOp
     torch_groups: dict[tuple[int, str], list[HostOp]] = defaultdict(list)
     for op in ops:
         torch_groups[(op.tid, op.name)].append(op)
-    # The residual offset of the two clocks: the median over the groups'
-    # first calls.
-    firsts = [torch_groups[key][0].start_ns - min(c["start_ns"] for c in group)
-              for key, group in core_groups.items() if key in torch_groups]
-    offset = int(statistics.median(firsts)) if firsts else 0
+    for group in core_groups.values():
+        group.sort(key=lambda c: c["start_ns"])
+    for group in torch_groups.values():
+        group.sort(key=lambda op: op.start_ns)
+
+    def nearest(starts: list[int], t: int) -> int:
+        i = bisect.bisect_left(starts, t)
+        return min((j for j in (i - 1, i) if 0 <= j < len(starts)), key=lambda j: abs(starts[j] - t))
+
+    # What is left of the two clocks' offset after profiler_info's offset was
+    # applied (torch converts its own clock): the median difference of each
+    # torch op to its nearest core call.
+    differences = []
+    for key, torch_group in torch_groups.items():
+        if key in core_groups:
+            starts = [c["start_ns"] for c in core_groups[key]]
+            differences += [op.start_ns - starts[nearest(starts, op.start_ns)] for op in torch_group]
+    offset = int(statistics.median(differences)) if differences else 0
     linked: dict[int, HostOp] = {}
     for key, torch_group in torch_groups.items():
         core_group = core_groups.get(key)
         if not core_group:
             continue
-        core_group.sort(key=lambda c: c["start_ns"])
-        torch_group.sort(key=lambda op: op.start_ns)
         starts = [c["start_ns"] + offset for c in core_group]
         votes: dict[int, int] = defaultdict(int)
         for index, op in enumerate(torch_group):
-            i = bisect.bisect_left(starts, op.start_ns)
-            nearest = min((j for j in (i - 1, i) if 0 <= j < len(starts)), key=lambda j: abs(starts[j] - op.start_ns))
-            votes[nearest - index] += 1
+            votes[nearest(starts, op.start_ns) - index] += 1
         shift = max(votes.items(), key=lambda kv: (kv[1], -abs(kv[0])))[0]
         for index, op in enumerate(torch_group):
             if 0 <= index + shift < len(core_group):
