@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from torch.profiler import ProfilerAction
 
 __all__ = ["ProfilerAction", "Schedule", "schedule", "default_schedule"]
@@ -66,5 +64,3 @@ def default_schedule(step: int) -> ProfilerAction:
     """Without a schedule every step is recorded, from start() to stop()."""
     return ProfilerAction.RECORD
 
-
-ScheduleFn = Callable[[int], ProfilerAction]
