@@ -15,6 +15,7 @@
 #include "python/Activity.h"
 #include "python/Graphs.h"
 #include "python/MemorySnapshot.h"
+#include "python/Mstx.h"
 #include "python/Memory.h"
 #include "npu/impl/AclInterface.h"
 #include "npu/NPUCachingAllocator.h"
@@ -273,6 +274,7 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   c10_npu::python::bind_activity(m);
+  c10_npu::python::bind_mstx(m);
   c10_npu::python::bind_graphs(m);
   c10_npu::python::bind_memory_snapshot(m);
   c10_npu::python::bind_memory(m);
