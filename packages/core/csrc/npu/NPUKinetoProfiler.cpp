@@ -24,10 +24,14 @@
 //   CONCURRENT_KERNEL, copies and memsets as GPU_MEMCPY / GPU_MEMSET, mstx
 //   ranges on a stream as GPU_USER_ANNOTATION (device = the NPU index,
 //   resource = the stream's number in this trace, 0 = default stream), host
-//   mstx ranges as USER_ANNOTATION on the calling thread; each linked
-//   (activity.linked and a flow arrow) to the host op whose correlation id
-//   it carries. torch maps these types to DeviceType.PrivateUse1, which
-//   makes prof.events() / key_averages() carry device times and kernels.
+//   mstx ranges as PRIVATEUSE1_RUNTIME events on the calling thread (torch
+//   warns about USER_ANNOTATIONs it did not make itself); each linked
+//   (activity.linked, "External id" in the trace) to the host op whose
+//   correlation id it carries. torch maps these types to
+//   DeviceType.PrivateUse1, which makes prof.events() / key_averages()
+//   carry device times and kernels. No flow arrows: Kineto draws CUDA's
+//   from the launch call (cudaLaunchKernel) to the kernel, and the records
+//   have no launch event to start one from.
 // Built only against a torch whose headers have the registry and Kineto
 // (CMakeLists.txt); elsewhere torch.profiler shows host ops only.
 #include <sys/syscall.h>
@@ -79,7 +83,7 @@ ActivityType trace_type(const activity::Record& r) {
     case activity::Kind::Memcpy: return ActivityType::GPU_MEMCPY;
     case activity::Kind::Memset: return ActivityType::GPU_MEMSET;
     case activity::Kind::Mstx:
-      return r.stream != nullptr ? ActivityType::GPU_USER_ANNOTATION : ActivityType::USER_ANNOTATION;
+      return r.stream != nullptr ? ActivityType::GPU_USER_ANNOTATION : ActivityType::PRIVATEUSE1_RUNTIME;
   }
   return ActivityType::CONCURRENT_KERNEL;
 }
@@ -149,7 +153,7 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
       libkineto::GenericTraceActivity& a = libkineto::CpuTraceBuffer::toRef(buffer_.activities.back());
       a.startTime = r.start_ns + clock_offset_ns_;
       a.endTime = r.end_ns + clock_offset_ns_;
-      if (type == ActivityType::USER_ANNOTATION) {
+      if (type == ActivityType::PRIVATEUSE1_RUNTIME) {
         a.device = static_cast<int32_t>(pid);
         a.resource = static_cast<int32_t>(r.thread_id);
         a.threadId = static_cast<int32_t>(r.thread_id);
@@ -169,9 +173,6 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
         a.id = static_cast<int32_t>(r.correlation_id);
         a.addMetadata("correlation", r.correlation_id);
         a.linked = linked_activity(static_cast<int32_t>(r.correlation_id));
-        a.flow.id = static_cast<uint32_t>(r.correlation_id);
-        a.flow.type = libkineto::kLinkAsyncCpuGpu;
-        a.flow.start = 0;
       }
       logger.handleGenericActivity(a);
     }
