@@ -179,3 +179,12 @@ def test_a_range_ends_once_and_in_its_own_domain():
     mstx.range_end(range_id, domain="a")
     with pytest.raises(ValueError, match="not the id of an open range"):
         mstx.range_end(range_id, domain="a")
+
+
+def test_pytorchs_profiler_stubs_annotate_through_mstx(recording):
+    C._privateuse1_stubs_range_push("stub range")
+    C._privateuse1_stubs_mark("stub mark")
+    C._privateuse1_stubs_range_pop()
+    records = {r["name"]: r for r in flush_mstx()}
+    assert records["stub mark"]["domain"] == records["stub range"]["domain"] == "default"
+    assert records["stub range"]["start_ns"] <= records["stub mark"]["start_ns"] <= records["stub range"]["end_ns"]

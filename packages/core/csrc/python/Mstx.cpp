@@ -4,6 +4,7 @@
 #include <string>
 
 #include <pybind11/stl.h>
+#include <torch/csrc/profiler/stubs/base.h>
 
 #include "npu/NPUMstx.h"
 
@@ -44,6 +45,15 @@ void bind_mstx(py::module_& m) {
       },
       py::arg("message"), py::arg("stream_id"), py::arg("device"), py::arg("domain"));
   m.def("_mstx_range_pop", &mstx::range_pop, py::arg("domain"));
+  // PyTorch's PrivateUse1 profiler stubs, called as torch's profilers call
+  // them: tests check that they reach mstx.
+  m.def("_privateuse1_stubs_mark", [](const std::string& name) {
+    torch::profiler::impl::privateuse1Stubs()->mark(name.c_str());
+  });
+  m.def("_privateuse1_stubs_range_push", [](const std::string& name) {
+    torch::profiler::impl::privateuse1Stubs()->rangePush(name.c_str());
+  });
+  m.def("_privateuse1_stubs_range_pop", []() { torch::profiler::impl::privateuse1Stubs()->rangePop(); });
 }
 
 } // namespace c10_npu::python
