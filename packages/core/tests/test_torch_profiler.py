@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 import torch
@@ -134,6 +135,24 @@ def test_training_step_backward_and_record_function():
     assert "aten::addmm" in prof.key_averages().table(sort_by="device_time_total", row_limit=20)
 
 
+def test_kernels_launched_by_a_thread_the_profiler_does_not_trace_still_show():
+    x = torch.randn(16, 16, device="npu")
+    torch.npu.synchronize()
+
+    def worker():
+        torch.npu.set_device(0)
+        x.mm(x)
+
+    with profile(activities=NPU) as prof:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+    # torch.profiler traces the host ops of the thread that started it only
+    # (as for CUDA); the device still ran the worker's kernel.
+    assert not any(e.name == "aten::mm" and e.device_type == DeviceType.CPU for e in prof.events())
+    assert [k.name for k in device_events(prof)] == ["aten::mm"]
+
+
 def test_an_exception_inside_the_profiled_block():
     with pytest.raises(RuntimeError, match="inside"):
         with profile(activities=NPU) as prof:
@@ -143,13 +162,14 @@ def test_an_exception_inside_the_profiled_block():
     assert not torch_npu._C._activity_is_enabled()
 
 
-def test_a_collector_already_recording_keeps_the_records():
+def test_a_collector_already_recording_keeps_the_records(capfd):
     torch_npu._C._activity_flush()
     torch_npu._C._activity_enable(True)
     try:
         with profile(activities=NPU) as prof:
             torch.ones(4, device="npu") * 3
         torch.npu.synchronize()
+        assert "device activity is already being collected" in capfd.readouterr().err
         assert device_events(prof) == []
         assert torch_npu._C._activity_is_enabled()
         assert any(r["name"] == "aten::mul" for r in torch_npu._C._activity_flush())

@@ -104,6 +104,7 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
       errors_.emplace_back(
           "device activity is already being collected (torch_npu.profiler?); this trace has no NPU "
           "activity: run one profiler at a time");
+      TORCH_WARN(errors_.back());
       return;
     }
     activity::flush(); // leftovers of an earlier collector
