@@ -26,6 +26,7 @@ __all__ = ["mstx"]
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 _DEFAULT_DOMAIN = "default"
+_NPU_DEVICE_TYPE = int(torch._C._autograd.DeviceType.PrivateUse1)  # torch.Stream.device_type of npu streams
 
 
 def _check_text(value: object, what: str, call: str) -> str:
@@ -38,7 +39,7 @@ def _stream_args(stream: Optional[torch.Stream], call: str) -> tuple[int, int]:
     """(stream_id, device_index) of an npu stream; (-1, -1) for none."""
     if stream is None:
         return -1, -1
-    if not isinstance(stream, torch.Stream) or stream.device.type != "npu":
+    if not isinstance(stream, torch.Stream) or stream.device_type != _NPU_DEVICE_TYPE:
         raise TypeError(
             f"mstx.{call}: stream must be an npu stream (torch.npu.Stream, torch.npu.current_stream()) or None, "
             f"got {stream!r}"
