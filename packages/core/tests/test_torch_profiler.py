@@ -153,6 +153,26 @@ def test_kernels_launched_by_a_thread_the_profiler_does_not_trace_still_show():
     assert [k.name for k in device_events(prof)] == ["aten::mm"]
 
 
+def failing_index_select():
+    # As ops' test_device_work_errors.py: the first call of a signature waits
+    # for its kernel (and so do its consumers'); a later one fails in device
+    # work, reported at a synchronisation.
+    torch.zeros(10, device="npu").index_select(0, torch.tensor([1], device="npu")).mul(2).add(1)
+    return torch.zeros(10, device="npu").index_select(0, torch.tensor([100], device="npu"))
+
+
+def test_a_device_work_error_reaches_the_program_once():
+    with pytest.raises(RuntimeError, match="device work 'aten::index_select' failed"):
+        with profile(activities=NPU):
+            failing_index_select()
+    torch.npu.synchronize()  # reported once, by the profiler's synchronisation
+    # torch's profiler raised from its exit before stopping Kineto; the next
+    # trace still gets the device's work.
+    with profile(activities=NPU) as again:
+        torch.ones(3, device="npu") + 1
+    assert [e.name for e in device_events(again)] == ["aten::fill_", "aten::add"]
+
+
 def test_an_exception_inside_the_profiled_block():
     with pytest.raises(RuntimeError, match="inside"):
         with profile(activities=NPU) as prof:

@@ -18,8 +18,11 @@
 //   op on the op's thread; they go to the runtime's correlation stack, so
 //   each work item carries the id of the innermost op that launched it.
 //   No RecordFunction callback of our own is needed.
-// - stop(): synchronises the devices (queued work records when it runs),
-//   flushes the records and turns recording off.
+// - stop(): flushes the records and turns recording off. torch's profiler
+//   synchronises the device first (it sets use_device for PrivateUse1), so
+//   the work launched inside the trace has run and recorded; a device-work
+//   error is raised to the program by that synchronisation, as without a
+//   profiler.
 // - processTrace(): one GenericTraceActivity per record: kernels as
 //   CONCURRENT_KERNEL, copies and memsets as GPU_MEMCPY / GPU_MEMSET, mstx
 //   ranges on a stream as GPU_USER_ANNOTATION (device = the NPU index,
@@ -92,6 +95,18 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
  public:
   explicit NPUActivityProfilerSession(bool live) : live_(live) {}
 
+  // A trace abandoned before stop() (torch's profiler raised on its way
+  // out) gives recording back, so that the next trace can own it.
+  ~NPUActivityProfilerSession() override {
+    if (recording_.load(std::memory_order_acquire)) {
+      try {
+        activity::enable(false);
+        activity::flush();
+      } catch (...) {
+      }
+    }
+  }
+
   void start() override {
     if (!live_) {
       return;
@@ -118,15 +133,9 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
     if (!recording_.exchange(false, std::memory_order_acq_rel)) {
       return;
     }
-    try {
-      for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-        if (is_device_initialized(d)) {
-          device_synchronize(d);
-        }
-      }
-    } catch (const std::exception& e) {
-      errors_.emplace_back(std::string("synchronising the devices before collecting failed: ") + e.what());
-    }
+    // No synchronisation here: torch's profiler has synchronised the device
+    // (use_device) before stopping Kineto, and raised any device-work error
+    // to the program there; a second one here would swallow errors.
     records_ = activity::flush();
     activity::enable(false);
     status_ = libkineto::TraceStatus::PROCESSING;
