@@ -75,6 +75,33 @@ def test_copies_memsets_and_streams():
     assert x.device.type == "npu"
 
 
+def test_a_schedule_traces_only_its_active_steps_every_cycle():
+    x = torch.randn(16, 16, device="npu")
+    torch.npu.synchronize()
+    traces = []
+    schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=2)
+    with profile(activities=NPU, schedule=schedule, on_trace_ready=lambda p: traces.append(device_events(p))) as prof:
+        for step in range(8):
+            with record_function(f"step{step}"):
+                x.mm(x)
+            torch.npu.synchronize()  # a step's kernel runs within its step
+            prof.step()
+    assert [len(kernels) for kernels in traces] == [2, 2]  # one mm per active step, per cycle
+    assert not torch_npu._C._activity_is_enabled()
+
+
+def test_memory_and_shapes_with_npu_activity():
+    with profile(activities=NPU, profile_memory=True, record_shapes=True) as prof:
+        x = torch.empty(1 << 16, device="npu")
+        x.fill_(1)
+        del x
+    fill = next(e for e in prof.events() if e.name == "aten::fill_" and e.device_type == DeviceType.CPU)
+    assert [k.name for k in fill.kernels] == ["aten::fill_"]
+    empty = next(e for e in prof.events() if e.name == "aten::empty")
+    assert empty.device_memory_usage == 4 << 16
+    assert fill.input_shapes[0] == [1 << 16]
+
+
 def test_cpu_only_traces_have_no_npu_events():
     x = torch.ones(16, device="npu")
     with profile(activities=[ProfilerActivity.CPU]) as prof:

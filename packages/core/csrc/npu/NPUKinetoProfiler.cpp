@@ -18,7 +18,8 @@
 //   op on the op's thread; they go to the runtime's correlation stack, so
 //   each work item carries the id of the innermost op that launched it.
 //   No RecordFunction callback of our own is needed.
-// - stop(): flushes the records and turns recording off. torch's profiler
+// - stop(): flushes the records, keeping those of work that started after
+//   start(), and turns recording off. torch's profiler
 //   synchronises the device first (it sets use_device for PrivateUse1), so
 //   the work launched inside the trace has run and recorded; a device-work
 //   error is raised to the program by that synchronisation, as without a
@@ -123,7 +124,14 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
       return;
     }
     activity::flush(); // leftovers of an earlier collector
-    clock_offset_ns_ = c10::getTime() - steady_now_ns();
+    // Kineto may start a session again for the next cycle of a schedule:
+    // nothing of the previous cycle carries over.
+    records_.clear();
+    buffer_ = libkineto::CpuTraceBuffer{};
+    stream_numbers_.clear();
+    streams_seen_.clear();
+    started_ns_ = steady_now_ns();
+    clock_offset_ns_ = c10::getTime() - started_ns_;
     activity::enable(true);
     recording_.store(true, std::memory_order_release);
     status_ = libkineto::TraceStatus::RECORDING;
@@ -138,6 +146,9 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
     // to the program there; a second one here would swallow errors.
     records_ = activity::flush();
     activity::enable(false);
+    // Work that was already running when the trace started (launched in a
+    // warm-up step, say) is not the trace's.
+    std::erase_if(records_, [this](const activity::Record& r) { return r.start_ns < started_ns_; });
     status_ = libkineto::TraceStatus::PROCESSING;
   }
 
@@ -241,6 +252,7 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
 
   const bool live_;
   std::atomic<bool> recording_{false};
+  int64_t started_ns_ = 0; // steady clock
   int64_t clock_offset_ns_ = 0;
   std::vector<activity::Record> records_;
   std::vector<std::string> errors_;
