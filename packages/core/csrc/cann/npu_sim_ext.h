@@ -41,6 +41,9 @@ typedef struct npuSimWork {
 } npuSimWork;
 
 #define NPU_SIM_WORK_AWAITED 0x1u
+// The runtime's own bookkeeping (a profiler's timestamp on the stream), not
+// device work: runs in stream order and leaves no activity record.
+#define NPU_SIM_WORK_UNTRACED 0x2u
 
 // Enqueues `work` on `stream` (null: the current device's default stream).
 // `workId`, when not null, receives a process-unique id of this launch.

@@ -1,6 +1,9 @@
 #include "npu/NPUActivity.h"
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <mutex>
 
 #include <c10/util/Exception.h>
 
@@ -15,6 +18,11 @@ static_assert(static_cast<uint32_t>(Kind::Memcpy) == NPU_SIM_ACTIVITY_MEMCPY);
 static_assert(static_cast<uint32_t>(Kind::Memset) == NPU_SIM_ACTIVITY_MEMSET);
 
 namespace {
+
+std::atomic<bool> g_recording{false};
+
+std::mutex g_host_mutex;
+std::vector<Record> g_host_records; // behind g_host_mutex
 
 const acl::AclApi& recording_api() {
   const auto& api = acl::api();
@@ -33,6 +41,19 @@ bool is_available() {
 
 void enable(bool on) {
   NPU_CHECK(recording_api().npuSimActivityEnable(on ? 1 : 0));
+  g_recording.store(on, std::memory_order_relaxed);
+}
+
+bool is_enabled() {
+  return g_recording.load(std::memory_order_relaxed);
+}
+
+void record_host(Record record) {
+  if (!is_enabled()) {
+    return;
+  }
+  std::lock_guard lock(g_host_mutex);
+  g_host_records.push_back(std::move(record));
 }
 
 void push_correlation_id(uint64_t id) {
@@ -60,6 +81,17 @@ std::vector<Record> flush() {
           r.endNs, r.bytes});
     }
   } while (count == batch.size());
+  std::vector<Record> host;
+  {
+    std::lock_guard lock(g_host_mutex);
+    host.swap(g_host_records);
+  }
+  if (!host.empty()) {
+    records.insert(records.end(), std::make_move_iterator(host.begin()), std::make_move_iterator(host.end()));
+    std::stable_sort(records.begin(), records.end(), [](const Record& a, const Record& b) {
+      return a.end_ns < b.end_ns;
+    });
+  }
   return records;
 }
 

@@ -10,10 +10,16 @@
 // items finish, kept until flush() takes it. A host op that wants its device
 // work attributed pushes a correlation id around its launches; each item
 // records the top of its launching thread's stack. Timestamps are
-// CLOCK_MONOTONIC nanoseconds (std::chrono::steady_clock on Linux), the
-// clock of torch's profiler's own timestamps on Linux. Available on the
+// CLOCK_MONOTONIC nanoseconds (std::chrono::steady_clock on Linux); torch's
+// profilers count Unix-epoch nanoseconds (c10::getTime()), so a consumer
+// that merges both shifts these by (c10::getTime() - steady now), sampled
+// once per session (NPUKinetoProfiler.cpp does). Available on the
 // simulator; on CANN the equivalent is msprof's, which this API does not
 // wrap yet (is_available() is false there).
+//
+// Besides the runtime's records, the host may add its own (record_host):
+// mstx marks and ranges (NPUMstx.h, Kind::Mstx). flush() returns both
+// kinds together, ordered by end time.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +37,7 @@ enum class Kind : uint32_t {
   Kernel = 1, // host-function device work (a kernel on CANN)
   Memcpy = 2,
   Memset = 3,
+  Mstx = 4, // an mstx mark or range (NPUMstx.h); not the simulator's
 };
 
 struct Record {
@@ -43,6 +50,10 @@ struct Record {
   int64_t start_ns;
   int64_t end_ns;
   uint64_t bytes; // copied or set; 0 for kernels
+  // Mstx records: the mstx domain, and the native id (gettid) of the thread
+  // that called mstx. Empty and 0 for the runtime's records.
+  std::string domain;
+  uint64_t thread_id = 0;
 };
 
 // Whether the loaded runtime records activity.
@@ -52,12 +63,21 @@ TORCH_NPU_API bool is_available();
 // Throws when the runtime cannot record.
 TORCH_NPU_API void enable(bool on);
 
+// Whether recording is on: one relaxed load, for callers (mstx) that skip
+// work while it is off.
+TORCH_NPU_API bool is_enabled();
+
+// Adds a record made outside the runtime (Kind::Mstx); dropped while
+// recording is off.
+TORCH_NPU_API void record_host(Record record);
+
 // The calling thread's correlation ids; pop returns the id pushed last.
 TORCH_NPU_API void push_correlation_id(uint64_t id);
 TORCH_NPU_API uint64_t pop_correlation_id();
 
-// Takes every record made so far (oldest first). Work still queued records
-// when it runs: synchronise first to include it.
+// Takes every record made so far, the runtime's and the host's, ordered by
+// end time. Work still queued records when it runs: synchronise first to
+// include it.
 TORCH_NPU_API std::vector<Record> flush();
 
 } // namespace c10_npu::activity

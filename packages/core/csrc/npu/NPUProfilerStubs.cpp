@@ -4,7 +4,8 @@
 // synchronisation, registered as PrivateUse1's profiler stubs when core
 // loads. Without them the profilers report npu ranges with garbage times.
 // Device-side kernel records for traces come from the activity API
-// (NPUActivity.h), which the profiler package reads.
+// (NPUActivity.h): torch.profiler gets them through the Kineto plugin
+// (NPUKinetoProfiler.cpp), torch_npu.profiler reads them directly.
 #include <torch/csrc/profiler/stubs/base.h>
 
 #include <c10/util/ApproximateClock.h>
@@ -12,6 +13,7 @@
 #include "npu/NPUEvent.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGuardImpl.h"
+#include "npu/NPUMstx.h"
 #include "npu/NPUStream.h"
 
 namespace c10_npu {
@@ -43,10 +45,17 @@ class NPUProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
     return begin_event->elapsed_time(*end_event) * 1000.0f;
   }
 
-  // Annotations: mstx comes with the profiler package.
-  void mark(const char* /*name*/) const override {}
-  void rangePush(const char* /*name*/) const override {}
-  void rangePop() const override {}
+  // Annotations: host-side mstx records in the default domain (Note [mstx
+  // records], NPUMstx.h).
+  void mark(const char* name) const override {
+    mstx::mark(name, std::nullopt, mstx::kDefaultDomain);
+  }
+  void rangePush(const char* name) const override {
+    mstx::range_push(name, std::nullopt, mstx::kDefaultDomain);
+  }
+  void rangePop() const override {
+    mstx::range_pop(mstx::kDefaultDomain);
+  }
 
   bool enabled() const override {
     return true;

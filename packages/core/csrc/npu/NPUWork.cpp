@@ -13,6 +13,7 @@ namespace c10_npu {
 
 // The launch API stands for the simulator's work item: the same values.
 static_assert(static_cast<uint32_t>(WorkFlags::Awaited) == NPU_SIM_WORK_AWAITED);
+static_assert(static_cast<uint32_t>(WorkFlags::Untraced) == NPU_SIM_WORK_UNTRACED);
 static_assert(kWorkSucceeded == ACL_SUCCESS);
 static_assert(kWorkFailed == ACL_ERROR_RT_AICORE_EXCEPTION);
 static_assert(std::is_same_v<WorkRunFn, decltype(npuSimWork::run)>);

@@ -55,6 +55,10 @@ enum class WorkFlags : uint32_t {
   // the synchronising thread, still in stream order, instead of waking the
   // stream's worker.
   Awaited = 1u << 0,
+  // Not device work but the runtime's own bookkeeping on the stream (mstx's
+  // device timestamps, NPUMstx.h): runs in stream order, leaves no activity
+  // record, so profiles show only the work the program launched.
+  Untraced = 1u << 1,
 };
 
 // What a work item's run function returns: the runtime's error codes.

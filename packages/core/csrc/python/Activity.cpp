@@ -14,6 +14,7 @@ const char* kind_name(activity::Kind kind) {
     case activity::Kind::Kernel: return "kernel";
     case activity::Kind::Memcpy: return "memcpy";
     case activity::Kind::Memset: return "memset";
+    case activity::Kind::Mstx: return "mstx";
   }
   return "unknown";
 }
@@ -36,6 +37,8 @@ py::list flush_records() {
     d["start_ns"] = r.start_ns;
     d["end_ns"] = r.end_ns;
     d["bytes"] = r.bytes;
+    d["domain"] = r.domain;
+    d["tid"] = r.thread_id;
     out.append(std::move(d));
   }
   return out;
@@ -46,11 +49,14 @@ py::list flush_records() {
 void bind_activity(py::module_& m) {
   m.def("_activity_is_available", &activity::is_available);
   m.def("_activity_enable", &activity::enable, py::arg("on"));
+  m.def("_activity_is_enabled", &activity::is_enabled);
   m.def("_activity_push_correlation_id", &activity::push_correlation_id, py::arg("id"));
   m.def("_activity_pop_correlation_id", &activity::pop_correlation_id);
-  // A list of dicts: name, kind ("kernel", "memcpy", "memset"), device,
-  // stream (the runtime's handle, as NPUStream.npu_stream), work_id,
-  // correlation_id, start_ns and end_ns (CLOCK_MONOTONIC), bytes.
+  // A list of dicts: name, kind ("kernel", "memcpy", "memset", "mstx"),
+  // device, stream (the runtime's handle, as NPUStream.npu_stream; 0 for
+  // host-side mstx records), work_id, correlation_id, start_ns and end_ns
+  // (CLOCK_MONOTONIC), bytes, domain and tid (mstx records: the mstx domain
+  // and the calling thread's native id; "" and 0 otherwise).
   m.def("_activity_flush", &flush_records);
 }
 

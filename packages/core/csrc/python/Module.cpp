@@ -16,6 +16,7 @@
 #include "python/ActivityHostOps.h"
 #include "python/Graphs.h"
 #include "python/MemorySnapshot.h"
+#include "python/Mstx.h"
 #include "python/Memory.h"
 #include "npu/impl/AclInterface.h"
 #include "npu/NPUCachingAllocator.h"
@@ -275,6 +276,7 @@ PYBIND11_MODULE(_C, m) {
   });
   c10_npu::python::bind_activity(m);
   c10_npu::python::bind_activity_host_ops(m);
+  c10_npu::python::bind_mstx(m);
   c10_npu::python::bind_graphs(m);
   c10_npu::python::bind_memory_snapshot(m);
   c10_npu::python::bind_memory(m);

@@ -444,7 +444,8 @@ void Stream::execute(WorkItem& item) {
 
 void Executor::operator()(UserWork& w) const {
   const npuSimWork& work = w.work;
-  const int64_t start = activity::enabled() ? nowNs() : 0;
+  const bool traced = (work.flags & NPU_SIM_WORK_UNTRACED) == 0;
+  const int64_t start = traced && activity::enabled() ? nowNs() : 0;
   setSignalWorkContext(work.name ? work.name : "(unnamed)");
   const aclError rc = work.run(work.ctx);
   setSignalWorkContext(nullptr);

@@ -100,6 +100,12 @@ class NpuSimWork(Structure):
                 ("flags", c_uint32)]
 
 
+class ActivityRecord(Structure):
+    _fields_ = [("name", c_char_p), ("kind", ctypes.c_uint32), ("deviceId", c_int32), ("stream", c_void_p),
+                ("workId", c_uint64), ("correlationId", c_uint64), ("startNs", ctypes.c_int64),
+                ("endNs", ctypes.c_int64), ("bytes", c_uint64)]
+
+
 class UtilizationInfo(ctypes.Structure):
     _fields_ = [("cubeUtilization", c_int32), ("vectorUtilization", c_int32),
                 ("aicpuUtilization", c_int32), ("memoryUtilization", c_int32),
@@ -107,6 +113,7 @@ class UtilizationInfo(ctypes.Structure):
 
 
 NPU_SIM_WORK_AWAITED = 0x1
+NPU_SIM_WORK_UNTRACED = 0x2
 
 
 _SIGNATURES = {
@@ -352,6 +359,14 @@ class Sim:
         wid = c_uint64()
         self.check("npuSimLaunchWork", self.lib.npuSimLaunchWork(stream, byref(work), byref(wid)))
         return wid.value
+
+
+def flush_activity(sim):
+    """The simulator's activity records so far, as (name, workId) pairs."""
+    records = (ActivityRecord * 256)()
+    count = ctypes.c_size_t()
+    sim.check("npuSimActivityFlush", sim.lib.npuSimActivityFlush(records, 256, byref(count)))
+    return [(records[i].name, records[i].workId) for i in range(count.value)]
 
 
 def load_sim(path=None):

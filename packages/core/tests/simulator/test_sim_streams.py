@@ -17,8 +17,10 @@ from _simlib import (
     ACL_STREAM_STATUS_NOT_READY,
     D2H,
     NPU_SIM_WORK_AWAITED,
+    NPU_SIM_WORK_UNTRACED,
     PARAM_ERRORS,
     MiB,
+    flush_activity,
 )
 
 
@@ -464,3 +466,19 @@ def test_copies_stay_ordered_while_threads_synchronize(dev0):
         assert out.raw == bytes([i]) * n, i
     sim.destroy_stream(s)
     sim.free(p)
+
+
+def test_untraced_work_runs_in_order_and_leaves_no_activity_record(dev0):
+    sim = dev0
+    s = sim.create_stream()
+    order = []
+    flush_activity(sim)
+    assert sim.lib.npuSimActivityEnable(1) == 0
+    try:
+        traced = sim.launch(lambda: order.append("traced") or 0, s, name=b"kernel")
+        sim.launch(lambda: order.append("untraced") or 0, s, name=b"marker", flags=NPU_SIM_WORK_UNTRACED)
+        sim.sync(s)
+    finally:
+        assert sim.lib.npuSimActivityEnable(0) == 0
+    assert order == ["traced", "untraced"]
+    assert flush_activity(sim) == [(b"kernel", traced)]

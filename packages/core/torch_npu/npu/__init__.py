@@ -88,6 +88,7 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
+from ._mstx import mstx
 from .streams import (
     Event,
     Stream,
@@ -198,6 +199,7 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "mstx",
     "get_mm_bmm_format_nd",
     "get_per_process_memory_fraction",
     "MemPool",
