@@ -262,6 +262,48 @@ def test_a_rank_that_dies_fails_the_collective_on_the_others(tmp_path):
     assert "rank 1 (process" in out0 and "exited before the collective completed" in out0
 
 
+def test_mismatched_collectives_fail_every_rank_and_abort_the_group(tmp_path):
+    outputs = run_ranks(tmp_path, """
+        def error_of(fn):
+            try:
+                fn()
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+            return "no error"
+
+        t = torch.ones(1024).npu()
+        dist.all_reduce(t)  # matched: collective #1
+        # Collective #2: all_reduce on rank 0, broadcast on rank 1.
+        if rank == 0:
+            dist.all_reduce(t)
+        else:
+            dist.broadcast(t, src=0)
+        print(error_of(torch.npu.synchronize).replace("\\n", " "))
+        # The group's communicator is aborted: a later call fails at once.
+        print(error_of(lambda: dist.all_reduce(t)).replace("\\n", " "))
+        # Another group of the same ranks is unaffected; there a shape mismatch.
+        other = dist.new_group(backend="hccl")
+        u = torch.full((4,), rank + 1.0).npu()
+        dist.all_reduce(u, group=other)
+        print(u.tolist())
+        dist.all_reduce(torch.ones(8 if rank == 0 else 6).npu(), group=other)
+        print(error_of(torch.npu.synchronize).replace("\\n", " "))
+        dist.destroy_process_group()
+    """)
+    for rank, out in enumerate(outputs):
+        failure, refusal, other, shape = out.splitlines()
+        api = "HcclAllReduce" if rank == 0 else "HcclBroadcast"
+        both_sides = ("rank 0 called HcclAllReduce(count=1024, float32, sum) as collective #2, "
+                      "rank 1 called HcclBroadcast(count=1024, float32, root=0) as collective #2")
+        assert failure.startswith("RuntimeError") and both_sides in failure, failure
+        assert f"{api} failed on rank {rank} of 2" in failure, failure
+        assert refusal.startswith("DistBackendError") and "was aborted" in refusal, refusal
+        assert both_sides in refusal, refusal
+        assert other == "[3.0, 3.0, 3.0, 3.0]"
+        assert ("rank 0 called HcclAllReduce(count=8, float32, sum) as collective #2, rank 1 "
+                "called HcclAllReduce(count=6, float32, sum)") in shape, shape
+
+
 REUSE_BODY = """
     dist.all_reduce(torch.ones(1).npu())  # creates the communicator
     torch.npu.synchronize()

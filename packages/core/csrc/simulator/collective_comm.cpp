@@ -18,6 +18,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <type_traits>
 
 #include "collective_reduce.h"
 #include "runtime.h"
@@ -48,7 +49,11 @@ static_assert(sizeof(RootPayload) <= HCCL_ROOT_INFO_BYTES);
 struct alignas(64) RankState {
   std::atomic<uint64_t> reached; // meeting points this rank has reached
   std::atomic<int32_t> pid;      // 0 until the rank attached
+  // The descriptors of this rank's collectives, by the parity of their
+  // sequence numbers (Note [Collective descriptors]).
+  alignas(64) CollectiveDescriptor posted[2];
 };
+static_assert(std::is_trivially_copyable_v<CollectiveDescriptor>);
 
 using Clock = std::chrono::steady_clock;
 
@@ -119,7 +124,89 @@ std::string rankList(const std::vector<uint32_t>& ranks) {
   return out;
 }
 
+// The names PyTorch gives these types, which users know.
+const char* typeName(HcclDataType type) {
+  switch (type) {
+    case HCCL_DATA_TYPE_INT8: return "int8";
+    case HCCL_DATA_TYPE_INT16: return "int16";
+    case HCCL_DATA_TYPE_INT32: return "int32";
+    case HCCL_DATA_TYPE_FP16: return "float16";
+    case HCCL_DATA_TYPE_FP32: return "float32";
+    case HCCL_DATA_TYPE_INT64: return "int64";
+    case HCCL_DATA_TYPE_UINT64: return "uint64";
+    case HCCL_DATA_TYPE_UINT8: return "uint8";
+    case HCCL_DATA_TYPE_UINT16: return "uint16";
+    case HCCL_DATA_TYPE_UINT32: return "uint32";
+    case HCCL_DATA_TYPE_FP64: return "float64";
+    case HCCL_DATA_TYPE_BFP16: return "bfloat16";
+    default: return hcclDataTypeName(type);
+  }
+}
+
+const char* opName(HcclReduceOp op) {
+  switch (op) {
+    case HCCL_REDUCE_SUM: return "sum";
+    case HCCL_REDUCE_PROD: return "prod";
+    case HCCL_REDUCE_MAX: return "max";
+    case HCCL_REDUCE_MIN: return "min";
+    default: return hcclReduceOpName(op);
+  }
+}
+
+const char* apiName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "HcclAllReduce";
+    case CollectiveKind::kReduce: return "HcclReduce";
+    case CollectiveKind::kBroadcast: return "HcclBroadcast";
+    case CollectiveKind::kAllGather: return "HcclAllGather";
+    case CollectiveKind::kReduceScatter: return "HcclReduceScatter";
+    case CollectiveKind::kBarrier: return "HcclBarrier";
+    case CollectiveKind::kAllToAll: return "HcclAlltoAll";
+    case CollectiveKind::kAllToAllV: return "HcclAlltoAllV";
+  }
+  return "an unknown collective";
+}
+
+bool isAllToAll(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV;
+}
+
+// Whether two ranks' collectives can run together. The per-pair counts of
+// an all-to-all are checked apart (Communicator::allToAllV).
+bool agree(const CollectiveDescriptor& a, const CollectiveDescriptor& b) {
+  const bool same_kind = a.kind == b.kind || (isAllToAll(a.kind) && isAllToAll(b.kind));
+  return same_kind && a.type == b.type && a.op == b.op && a.root == b.root &&
+      a.count == b.count && a.sequence == b.sequence;
+}
+
+std::string formatSeconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return text;
+}
+
 } // namespace
+
+std::string describe(const CollectiveDescriptor& d) {
+  std::string out = apiName(d.kind);
+  out += "(";
+  std::string sep;
+  if (d.kind != CollectiveKind::kBarrier && !isAllToAll(d.kind)) {
+    out += "count=" + std::to_string(d.count);
+    sep = ", ";
+  }
+  if (d.kind != CollectiveKind::kBarrier) {
+    out += sep + typeName(d.type);
+    sep = ", ";
+  }
+  if (d.op != HCCL_REDUCE_RESERVED) {
+    out += sep + opName(d.op);
+  }
+  if (d.root != CollectiveDescriptor::kNoRoot) {
+    out += sep + "root=" + std::to_string(d.root);
+  }
+  return out + ")";
+}
 
 struct CommRegion {
   std::atomic<uint32_t> ranks;       // nRanks; 0 until the first rank attached
@@ -308,8 +395,14 @@ void Communicator::ring() {
 }
 
 HcclResult Communicator::failed(HcclResult code, std::string* why) {
-  HcclResult none = HCCL_SUCCESS;
-  error_.compare_exchange_strong(none, code);
+  {
+    // The reason is in place before anyone can see the error.
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (error_.load(std::memory_order_relaxed) == HCCL_SUCCESS) {
+      abort_reason_ = *why;
+      error_.store(code, std::memory_order_release);
+    }
+  }
   uint32_t nobody = 0;
   if (region_->failed_rank.compare_exchange_strong(nobody, rank_ + 1)) {
     region_->failed_code.store(static_cast<uint32_t>(code));
@@ -322,10 +415,19 @@ HcclResult Communicator::failed(HcclResult code, std::string* why) {
 HcclResult Communicator::checkUsable(std::string* why) const {
   const HcclResult error = asyncError();
   if (error != HCCL_SUCCESS) {
-    *why = "the communicator failed in an earlier collective (HCCL error " +
-        std::to_string(error) + "); destroy it and create a new one";
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    *why = "the communicator was aborted: it failed in an earlier collective (HCCL error " +
+        std::to_string(error) + ": " + abort_reason_ + "); destroy it and create a new one";
   }
   return error;
+}
+
+std::string Communicator::activity() const {
+  if (current_.kind == CollectiveKind{}) {
+    return "joining the communicator";
+  }
+  return describe(current_) + ", collective #" + std::to_string(current_.sequence) +
+      " of this communicator";
 }
 
 template <typename Ready, typename Late>
@@ -404,20 +506,77 @@ HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
       [&](const std::string& seconds) {
         std::vector<uint32_t> late;
         missing(&late);
-        return "timed out after " + seconds + " s waiting for rank(s) " + rankList(late) +
-            " (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-            "): every rank must call the same collectives in the same order. The limit is "
-            "HCCL_EXEC_TIMEOUT seconds (HCCL_CONNECT_TIMEOUT while connecting)";
+        return activity() + " timed out after " + seconds + " s waiting for rank(s) " +
+            rankList(late) + " (rank " + std::to_string(rank_) + " of " +
+            std::to_string(size_) +
+            "), which did not arrive: every rank must call the same collectives in the same "
+            "order. The limit is HCCL_EXEC_TIMEOUT seconds (HCCL_CONNECT_TIMEOUT while "
+            "connecting)";
       },
       why);
+}
+
+// Note [Collective descriptors]
+// A collective's descriptor (kind, element count, type, reduce op, root and
+// sequence number) goes into rank_state.posted[sequence % 2] before the
+// rank reaches the collective's first meeting; after that meeting every
+// rank compares all ranks' descriptors with rank 0's, and on a mismatch
+// every rank fails with the same message, naming rank 0's side and the
+// first rank that differs, and the communicator is aborted. Until then a
+// rank has only written its own transfer buffer, so no output is touched.
+// Two slots suffice: a rank publishes collective n + 2 only after the first
+// meeting of collective n + 1, which every other rank reaches only after it
+// has read the descriptors of collective n. Without this check, ranks that
+// call different collectives (or the same with another size, type, op or
+// root) would meet at different phases of their own algorithms, combine
+// each other's buffers wrongly, and leave the meeting counters of every
+// later collective out of step. All-to-all descriptors carry no counts: the
+// per-pair counts are checked apart (allToAllV).
+HcclResult Communicator::begin(CollectiveDescriptor what, std::string* why) {
+  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  what.sequence = current_.sequence + 1;
+  current_ = what;
+  checked_ = false;
+  region_->rank[rank_].posted[what.sequence % 2] = what;
+  return HCCL_SUCCESS;
+}
+
+HcclResult Communicator::checkAgreement(std::string* why) {
+  checked_ = true;
+  const uint64_t parity = current_.sequence % 2;
+  const CollectiveDescriptor first = region_->rank[0].posted[parity];
+  for (uint32_t r = 1; r < size_; ++r) {
+    const CollectiveDescriptor other = region_->rank[r].posted[parity];
+    if (!agree(first, other)) {
+      *why = "rank 0 called " + describe(first) + " as collective #" +
+          std::to_string(first.sequence) + ", rank " + std::to_string(r) + " called " +
+          describe(other) + " as collective #" + std::to_string(other.sequence) +
+          ": every rank must call the same collectives, with the same count, type, reduce "
+          "op and root, in the same order. The communicator is aborted";
+      return failed(HCCL_E_PARA, why);
+    }
+  }
+  return HCCL_SUCCESS;
+}
+
+template <typename... Phase>
+HcclResult Communicator::runCollective(CollectiveDescriptor what, size_t count, size_t chunk,
+                                       std::string* why, Phase&&... phases) {
+  if (HcclResult error = begin(what, why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  if (count == 0) {
+    const HcclResult met = meet(exec_timeout_, why);
+    return met == HCCL_SUCCESS ? checkAgreement(why) : met;
+  }
+  return inChunks(count, chunk, why, std::forward<Phase>(phases)...);
 }
 
 template <typename... Phase>
 HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
                                   Phase&&... phases) {
-  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
-    return error;
-  }
   for (size_t off = 0; off < count; off += chunk) {
     const size_t m = std::min(chunk, count - off);
     HcclResult result = HCCL_SUCCESS;
@@ -426,6 +585,9 @@ HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
       if (result == HCCL_SUCCESS) {
         phase(off, m);
         result = meet(exec_timeout_, why);
+        if (result == HCCL_SUCCESS && !checked_) {
+          result = checkAgreement(why);
+        }
       }
     };
     (step(phases), ...);
@@ -439,8 +601,11 @@ HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
 HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, HcclDataType type,
                                    HcclReduceOp op, int64_t root, std::string* why) {
   const size_t esize = hcclElementSize(type);
-  return inChunks(
-      count, slot_bytes_ / esize, why,
+  const CollectiveDescriptor what{
+      root < 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduce, type, op,
+      root < 0 ? CollectiveDescriptor::kNoRoot : static_cast<uint32_t>(root), count};
+  return runCollective(
+      what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {
         std::memcpy(slot(rank_), static_cast<const char*>(send) + off * esize, m * esize);
       },
@@ -464,8 +629,10 @@ HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, u
                                    std::string* why) {
   const size_t esize = hcclElementSize(type);
   char* data = static_cast<char*>(buf);
-  return inChunks(
-      count, slot_bytes_ / esize, why,
+  const CollectiveDescriptor what{CollectiveKind::kBroadcast, type, HCCL_REDUCE_RESERVED, root,
+                                  count};
+  return runCollective(
+      what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {
         if (rank_ == root) {
           std::memcpy(slot(root), data + off * esize, m * esize);
@@ -481,8 +648,10 @@ HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, u
 HcclResult Communicator::allGather(const void* send, void* recv, size_t count, HcclDataType type,
                                    std::string* why) {
   const size_t esize = hcclElementSize(type);
-  return inChunks(
-      count, slot_bytes_ / esize, why,
+  const CollectiveDescriptor what{CollectiveKind::kAllGather, type, HCCL_REDUCE_RESERVED,
+                                  CollectiveDescriptor::kNoRoot, count};
+  return runCollective(
+      what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {
         std::memcpy(slot(rank_), static_cast<const char*>(send) + off * esize, m * esize);
       },
@@ -498,8 +667,10 @@ HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recv
   const size_t esize = hcclElementSize(type);
   // A rank's buffer holds one piece for every destination rank.
   const size_t chunk = slot_bytes_ / (esize * size_);
-  return inChunks(
-      recvCount, chunk, why,
+  const CollectiveDescriptor what{CollectiveKind::kReduceScatter, type, op,
+                                  CollectiveDescriptor::kNoRoot, recvCount};
+  return runCollective(
+      what, recvCount, chunk, why,
       [&](size_t off, size_t m) {
         for (uint32_t r = 0; r < size_; ++r) {
           std::memcpy(slot(rank_) + r * m * esize,
@@ -518,31 +689,32 @@ HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recv
 }
 
 HcclResult Communicator::barrier(std::string* why) {
-  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
-    return error;
-  }
-  return meet(exec_timeout_, why);
+  return runCollective(CollectiveDescriptor{CollectiveKind::kBarrier}, 0, 1, why);
 }
 
 HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>& sendCounts,
                                    const std::vector<uint64_t>& sendDispls, char* recv,
                                    const std::vector<uint64_t>& recvCounts,
                                    const std::vector<uint64_t>& recvDispls, HcclDataType type,
-                                   std::string* why) {
-  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+                                   bool even, std::string* why) {
+  const size_t esize = hcclElementSize(type);
+  const CollectiveDescriptor what{even ? CollectiveKind::kAllToAll : CollectiveKind::kAllToAllV,
+                                  type};
+  if (HcclResult error = begin(what, why); error != HCCL_SUCCESS) {
     return error;
   }
-  const size_t esize = hcclElementSize(type);
-  // First every rank publishes its type and counts, and all check that each
-  // pair agrees: a mismatch fails every rank with the same message instead of
-  // moving wrong data. [type, sendCounts[size], recvCounts[size]] in the buffer.
+  // First every rank publishes its counts, and all check that each pair
+  // agrees: a mismatch fails every rank with the same message instead of
+  // moving wrong data. [sendCounts[size], recvCounts[size]] in the buffer.
   const size_t n = size_;
-  std::vector<uint64_t> plan(1 + 2 * n);
-  plan[0] = static_cast<uint64_t>(type);
-  std::copy(sendCounts.begin(), sendCounts.end(), plan.begin() + 1);
-  std::copy(recvCounts.begin(), recvCounts.end(), plan.begin() + 1 + n);
+  std::vector<uint64_t> plan(2 * n);
+  std::copy(sendCounts.begin(), sendCounts.end(), plan.begin());
+  std::copy(recvCounts.begin(), recvCounts.end(), plan.begin() + n);
   std::memcpy(slot(rank_), plan.data(), plan.size() * sizeof(uint64_t));
   if (HcclResult r = meet(exec_timeout_, why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  if (HcclResult r = checkAgreement(why); r != HCCL_SUCCESS) {
     return r;
   }
   auto planOf = [&](uint32_t r, size_t i) {
@@ -552,16 +724,9 @@ HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>
   };
   uint64_t longest = 0; // the most elements any rank sends any other
   for (uint32_t from = 0; from < size_; ++from) {
-    if (planOf(from, 0) != planOf(0, 0)) {
-      const auto a = static_cast<HcclDataType>(planOf(0, 0));
-      const auto b = static_cast<HcclDataType>(planOf(from, 0));
-      *why = "rank 0 exchanges " + std::string(hcclDataTypeName(a)) + " but rank " +
-          std::to_string(from) + " " + hcclDataTypeName(b) + "; every rank must pass the same type";
-      return failed(HCCL_E_PARA, why);
-    }
     for (uint32_t to = 0; to < size_; ++to) {
-      const uint64_t sent = planOf(from, 1 + to);
-      const uint64_t expected = planOf(to, 1 + n + from);
+      const uint64_t sent = planOf(from, to);
+      const uint64_t expected = planOf(to, n + from);
       if (sent != expected) {
         *why = "rank " + std::to_string(from) + " sends " + std::to_string(sent) +
             " elements to rank " + std::to_string(to) + ", but rank " + std::to_string(to) +

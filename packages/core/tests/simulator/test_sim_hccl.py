@@ -26,27 +26,34 @@ from _simlib import (
 from conftest import TESTS_DIR, Runner
 
 # Joins the communicator; afterwards `comm`, `rank`, `world` and `stream`
-# (the current device's default stream, None) are defined.
+# (the current device's default stream, None) are defined, and `join(tag)`
+# makes another communicator of all ranks.
 JOIN = """\
 import array, struct
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
 sim.set_device(rank)
-root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
-root_file = os.environ["ROOT_FILE"]
-if rank == 0:
-    assert lib.HcclGetRootInfo(root) == HCCL_SUCCESS
-    with open(root_file + ".tmp", "wb") as f:
-        f.write(root.raw)
-    os.rename(root_file + ".tmp", root_file)
-else:
-    deadline = time.time() + 30
-    while not os.path.exists(root_file):
-        assert time.time() < deadline, "rank 0 never published the root info"
-        time.sleep(0.01)
-    root.raw = open(root_file, "rb").read()
-comm = ctypes.c_void_p()
-rc = lib.HcclCommInitRootInfo(int(os.environ.get("NRANKS", world)), root, rank, ctypes.byref(comm))
-assert rc == HCCL_SUCCESS, (rc, sim.err())
+
+def join(tag=""):
+    root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
+    root_file = os.environ["ROOT_FILE"] + tag
+    if rank == 0:
+        assert lib.HcclGetRootInfo(root) == HCCL_SUCCESS
+        with open(root_file + ".tmp", "wb") as f:
+            f.write(root.raw)
+        os.rename(root_file + ".tmp", root_file)
+    else:
+        deadline = time.time() + 30
+        while not os.path.exists(root_file):
+            assert time.time() < deadline, "rank 0 never published the root info"
+            time.sleep(0.01)
+        root.raw = open(root_file, "rb").read()
+    comm = ctypes.c_void_p()
+    rc = lib.HcclCommInitRootInfo(int(os.environ.get("NRANKS", world)), root, rank,
+                                  ctypes.byref(comm))
+    assert rc == HCCL_SUCCESS, (rc, sim.err())
+    return comm
+
+comm = join()
 stream = None
 
 def upload(values, code):
@@ -341,6 +348,82 @@ def test_mismatched_point_to_point_and_all_to_all_fail_with_both_sides(runner, t
         assert "rank 0 sends 2 elements to rank 1, but rank 1 expects 1 from rank 0" in out
 
 
+# Pairs of collectives that must not run together: (what rank 0 calls, what
+# rank 1 calls, the descriptors the error names). `f` and `i` are device
+# buffers of 8 float32 and 8 int32 elements, `c` the communicator.
+MISMATCHES = [
+    ("lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclBroadcast(f, 4, HCCL_FP32, 0, c, stream)",
+     "HcclAllReduce(count=4, float32, sum)", "HcclBroadcast(count=4, float32, root=0)"),
+    ("lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclAllReduce(f, f, 3, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclAllReduce(count=4, float32, sum)", "HcclAllReduce(count=3, float32, sum)"),
+    ("lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclAllReduce(i, i, 4, HCCL_INT32, HCCL_SUM, c, stream)",
+     "HcclAllReduce(count=4, float32, sum)", "HcclAllReduce(count=4, int32, sum)"),
+    ("lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_MAX, c, stream)",
+     "HcclAllReduce(count=4, float32, sum)", "HcclAllReduce(count=4, float32, max)"),
+    ("lib.HcclReduce(f, f, 4, HCCL_FP32, HCCL_SUM, 0, c, stream)",
+     "lib.HcclReduce(f, f, 4, HCCL_FP32, HCCL_SUM, 1, c, stream)",
+     "HcclReduce(count=4, float32, sum, root=0)", "HcclReduce(count=4, float32, sum, root=1)"),
+    ("lib.HcclBroadcast(f, 8, HCCL_FP32, 0, c, stream)",
+     "lib.HcclBroadcast(f, 8, HCCL_FP32, 1, c, stream)",
+     "HcclBroadcast(count=8, float32, root=0)", "HcclBroadcast(count=8, float32, root=1)"),
+    ("lib.HcclAllGather(f, f, 2, HCCL_FP32, c, stream)",
+     "lib.HcclReduceScatter(f, f, 2, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclAllGather(count=2, float32)", "HcclReduceScatter(count=2, float32, sum)"),
+    ("lib.HcclBarrier(c, stream)",
+     "lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclBarrier()", "HcclAllReduce(count=4, float32, sum)"),
+    ("lib.HcclAlltoAll(f, 2, HCCL_FP32, f, 2, HCCL_FP32, c, stream)",
+     "lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclAlltoAll(float32)", "HcclAllReduce(count=4, float32, sum)"),
+    ("lib.HcclAllReduce(f, f, 0, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclAllReduce(count=0, float32, sum)", "HcclAllReduce(count=4, float32, sum)"),
+]
+
+
+def test_mismatched_collectives_fail_every_rank_and_abort_the_communicator(runner, tmp_path):
+    calls = [(first, second) for first, second, _, _ in MISMATCHES]
+    results = run_ranks(runner, tmp_path, """
+        f = upload([1.0] * 8, "f")
+        i = upload([1] * 8, "i")
+        for k, (first, second) in enumerate(CALLS):
+            c = join(str(k))
+            # A matched collective first: the mismatch is collective #2.
+            ok(lib.HcclAllReduce(f, f, 1, HCCL_FP32, HCCL_SUM, c, stream))
+            ok(eval(first if rank == 0 else second))
+            print(k, lib.aclrtSynchronizeDevice(), sim.err())
+            # The communicator is aborted: the next call is refused at once.
+            rc = lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)
+            print(k, rc, sim.err())
+            ok(lib.HcclCommDestroy(c))
+        # A new communicator of the same ranks works.
+        c = join("last")
+        g = upload([rank + 1.0] * 4, "f")
+        ok(lib.HcclAllReduce(g, g, 4, HCCL_FP32, HCCL_SUM, c, stream))
+        sim.sync()
+        print(download(g, 4, "f"))
+    """.replace("CALLS", repr(calls)), HCCL_BUFFSIZE=1, timeout=60)
+    outs = all_ok(results)
+    for rank, out in enumerate(outs):
+        lines = out.splitlines()
+        assert lines[-1] == "[3.0, 3.0, 3.0, 3.0]"
+        for k, (first, second, mine, theirs) in enumerate(MISMATCHES):
+            failure, refusal = lines[2 * k], lines[2 * k + 1]
+            api = (mine if rank == 0 else theirs).split("(")[0]
+            expected = (f"rank 0 called {mine} as collective #2, rank 1 called {theirs} as "
+                        "collective #2: every rank must call the same collectives")
+            assert failure.startswith(f"{k} 507015 "), failure  # ACL_ERROR_RT_AICORE_EXCEPTION
+            assert f"{api} failed on rank {rank} of 2: {expected}" in failure, failure
+            assert "The communicator is aborted" in failure
+            assert refusal.startswith(f"{k} 1 "), refusal  # HCCL_E_PARA, at the call
+            assert "HcclAllReduce: the communicator was aborted" in refusal, refusal
+            assert expected in refusal, refusal
+
+
 def test_point_to_point_arguments_are_checked_on_the_host(runner, tmp_path):
     outs = all_ok(run_ranks(runner, tmp_path, SEND_RECV_ITEM + textwrap.dedent("""
         p = upload([1.0, 2.0], "f")
@@ -476,16 +559,16 @@ def test_a_peer_that_exits_fails_the_collective_with_its_rank(runner, tmp_path):
         error = ctypes.c_int()
         ok(lib.HcclGetCommAsyncError(comm, ctypes.byref(error)))
         print(error.value)
-        # The communicator stays failed: the next collective fails at once.
-        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
-        print(lib.aclrtSynchronizeDevice(), sim.err())
+        # The communicator stays failed: the next collective is refused.
+        print(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream), sim.err())
     """, timeout=30)
     out = all_ok(results)[0].splitlines()
     assert out[0].startswith("507015 ")  # ACL_ERROR_RT_AICORE_EXCEPTION
     assert "HcclAllReduce failed on rank 0 of 2" in out[0]
     assert "rank 1 (process" in out[0] and "exited before the collective completed" in out[0]
     assert out[1] == "21"  # HCCL_E_REMOTE
-    assert out[2].startswith("507015 ") and "failed in an earlier collective" in out[2]
+    assert out[2].startswith("21 HcclAllReduce: the communicator was aborted") and (
+        "failed in an earlier collective" in out[2] and "exited before the collective" in out[2])
 
 
 def test_a_late_peer_times_out_and_fails_its_peers_too(runner, tmp_path):
