@@ -304,6 +304,50 @@ def test_mismatched_collectives_fail_every_rank_and_abort_the_group(tmp_path):
                 "called HcclAllReduce(count=6, float32, sum)") in shape, shape
 
 
+TIMEOUT_PRELUDE = PRELUDE.replace(
+    "world_size=world)", "world_size=world,\n                        timeout=__import__('datetime').timedelta(seconds=2))")
+
+
+def test_the_group_timeout_bounds_every_collective(tmp_path):
+    # Rank 1 is alive but skips the second all_reduce: rank 0 fails after the
+    # group's 2 s (not HCCL_EXEC_TIMEOUT's 1836 s), naming the collective,
+    # its sequence number and the rank that did not arrive.
+    outputs = run_ranks(tmp_path, """
+        t = torch.ones(4).npu()
+        dist.all_reduce(t)
+        torch.npu.synchronize()
+        if rank == 1:
+            time.sleep(4)
+            os._exit(0)
+        dist.all_reduce(t)
+        try:
+            torch.npu.synchronize()
+        except RuntimeError as e:
+            print("error:", str(e).replace("\\n", " "))
+        os._exit(0)
+    """, prelude=TIMEOUT_PRELUDE)
+    assert ("HcclAllReduce(count=4, float32, sum), collective #2 of this communicator timed "
+            "out after 2 s waiting for rank(s) 1 (rank 0 of 2), which did not arrive") in outputs[0]
+    assert "hcclExecTimeOut (torch.distributed: the process group's timeout)" in outputs[0]
+
+
+def test_the_group_timeout_bounds_connecting(tmp_path):
+    # Rank 1 never makes a collective: rank 0's first one, which creates the
+    # communicator, fails after the group's 2 s naming rank 1.
+    outputs = run_ranks(tmp_path, """
+        if rank == 1:
+            time.sleep(4)
+            os._exit(0)
+        try:
+            dist.all_reduce(torch.ones(4).npu())
+        except Exception as e:
+            print(type(e).__name__, e)
+        os._exit(0)
+    """, prelude=TIMEOUT_PRELUDE)
+    assert outputs[0].startswith("DistBackendError ProcessGroupHCCL: rank(s) 1 of 2 did not "
+                                 "arrive within 2000 ms (the process group's timeout)"), outputs[0]
+
+
 REUSE_BODY = """
     dist.all_reduce(torch.ones(1).npu())  # creates the communicator
     torch.npu.synchronize()

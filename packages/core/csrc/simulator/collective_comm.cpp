@@ -11,11 +11,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <climits>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <type_traits>
@@ -262,9 +265,9 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
 }
 
 Communicator::Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
-                           double exec_timeout)
+                           double exec_timeout, std::string exec_timeout_origin)
     : name_(std::move(name)), size_(size), rank_(rank), device_(device),
-      exec_timeout_(exec_timeout) {
+      exec_timeout_(exec_timeout), exec_timeout_origin_(std::move(exec_timeout_origin)) {
   all_ranks_.reserve(size_);
   for (uint32_t r = 0; r < size_; ++r) {
     all_ranks_.push_back(r);
@@ -277,9 +280,61 @@ Communicator::~Communicator() {
   }
 }
 
+namespace {
+
+// A communicator's settings: from its config where set, else from the
+// environment, else HCCL's defaults.
+struct CommSettings {
+  uint64_t slot_bytes;
+  double exec_timeout; // infinity: no limit
+  std::string exec_timeout_origin;
+};
+
+HcclResult readSettings(const HcclCommConfig* config, CommSettings* out, std::string* why) {
+  out->slot_bytes = slotBytesFromEnv();
+  const char* env = std::getenv("HCCL_EXEC_TIMEOUT");
+  out->exec_timeout = envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout);
+  out->exec_timeout_origin = env != nullptr && *env != '\0'
+      ? "HCCL_EXEC_TIMEOUT"
+      : "HCCL_EXEC_TIMEOUT's default (" + formatSeconds(kDefaultExecTimeout) + " s)";
+  if (config == nullptr) {
+    return HCCL_SUCCESS;
+  }
+  HcclCommConfigHeader header;
+  std::memcpy(&header, config->reserved, sizeof header);
+  if (header.magicWord != HCCL_COMM_CONFIG_MAGIC_WORD || header.size < sizeof(header)) {
+    *why = "config was not initialised (its header is not HCCL's; start from HCCL's "
+           "HcclCommConfigInit or torch-npu's c10_npu::hccl::default_comm_config())";
+    return HCCL_E_PARA;
+  }
+  // Only the fields the caller's struct has (an older HCCL's may be shorter).
+  auto has = [&](size_t offset, size_t bytes) { return header.size >= offset + bytes; };
+  if (has(offsetof(HcclCommConfig, hcclBufferSize), sizeof config->hcclBufferSize) &&
+      config->hcclBufferSize != HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET) {
+    if (config->hcclBufferSize == 0 || config->hcclBufferSize > 65536) {
+      *why = "config.hcclBufferSize " + std::to_string(config->hcclBufferSize) +
+          " is not a size in MiB (1-65536)";
+      return HCCL_E_PARA;
+    }
+    out->slot_bytes = static_cast<uint64_t>(config->hcclBufferSize) << 20;
+  }
+  if (has(offsetof(HcclCommConfig, hcclExecTimeOut), sizeof config->hcclExecTimeOut) &&
+      config->hcclExecTimeOut >= 0) {
+    // 0: no limit, as on HCCL of Atlas A2/A3.
+    out->exec_timeout = config->hcclExecTimeOut == 0
+        ? std::numeric_limits<double>::infinity()
+        : static_cast<double>(config->hcclExecTimeOut);
+    out->exec_timeout_origin = "the communicator's hcclExecTimeOut (torch.distributed: the "
+                               "process group's timeout)";
+  }
+  return HCCL_SUCCESS;
+}
+
+} // namespace
+
 HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
-                                uint32_t device, std::shared_ptr<Communicator>* out,
-                                std::string* why) {
+                                uint32_t device, const HcclCommConfig* config,
+                                std::shared_ptr<Communicator>* out, std::string* why) {
   RootPayload payload;
   std::memcpy(&payload, root.internal, sizeof payload);
   if (std::memcmp(payload.magic, kRootMagic, sizeof kRootMagic) != 0 ||
@@ -296,9 +351,14 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
     *why = "rank " + std::to_string(rank) + " is not below nRanks " + std::to_string(nRanks);
     return HCCL_E_PARA;
   }
-  std::shared_ptr<Communicator> comm(new Communicator(
-      payload.region, nRanks, rank, device, envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout)));
-  const uint64_t slot_bytes = slotBytesFromEnv();
+  CommSettings settings;
+  if (HcclResult r = readSettings(config, &settings, why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  std::shared_ptr<Communicator> comm(new Communicator(payload.region, nRanks, rank, device,
+                                                      settings.exec_timeout,
+                                                      std::move(settings.exec_timeout_origin)));
+  const uint64_t slot_bytes = settings.slot_bytes;
   const size_t total =
       kHeaderBytes + channelBytes(nRanks) + static_cast<size_t>(slot_bytes) * nRanks;
 
@@ -440,8 +500,10 @@ HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watch
     return HCCL_SUCCESS;
   }
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(timeout_seconds));
+  const auto deadline = std::isinf(timeout_seconds)
+      ? Clock::time_point::max()
+      : start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(timeout_seconds));
   auto next_liveness_check = start;
   for (;;) {
     const uint32_t bell = region.bell.load();
@@ -506,12 +568,13 @@ HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
       [&](const std::string& seconds) {
         std::vector<uint32_t> late;
         missing(&late);
+        const bool joining = current_.kind == CollectiveKind{};
         return activity() + " timed out after " + seconds + " s waiting for rank(s) " +
             rankList(late) + " (rank " + std::to_string(rank_) + " of " +
-            std::to_string(size_) +
-            "), which did not arrive: every rank must call the same collectives in the same "
-            "order. The limit is HCCL_EXEC_TIMEOUT seconds (HCCL_CONNECT_TIMEOUT while "
-            "connecting)";
+            std::to_string(size_) + "), which did not arrive" +
+            (joining ? ". The limit is HCCL_CONNECT_TIMEOUT seconds"
+                     : ": every rank must call the same collectives in the same order. The "
+                       "limit is " + exec_timeout_origin_);
       },
       why);
 }
@@ -896,8 +959,8 @@ HcclResult Communicator::exchange(const std::vector<PeerMessage>& messages, std:
     return "timed out after " + seconds + " s (rank " + std::to_string(rank_) + " of " +
         std::to_string(size_) + ") waiting for " + waits +
         ": every send needs a matching receive on its peer, and two ranks that both send "
-        "first must batch the send with the receive (HcclBatchSendRecv). The limit is "
-        "HCCL_EXEC_TIMEOUT seconds";
+        "first must batch the send with the receive (HcclBatchSendRecv). The limit is " +
+        exec_timeout_origin_;
   };
   for (;;) {
     HcclResult error = HCCL_SUCCESS;

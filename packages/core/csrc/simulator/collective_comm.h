@@ -84,10 +84,12 @@ struct PeerMessage {
 class Communicator {
  public:
   // Attaches rank `rank` of `nRanks` to the job `root` names and waits
-  // (HCCL_CONNECT_TIMEOUT seconds) until every rank has attached.
+  // (HCCL_CONNECT_TIMEOUT seconds) until every rank has attached. `config`
+  // (may be null) sets the buffer size and exec timeout, taking precedence
+  // over HCCL_BUFFSIZE and HCCL_EXEC_TIMEOUT.
   static HcclResult create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
-                           uint32_t device, std::shared_ptr<Communicator>* out,
-                           std::string* why);
+                           uint32_t device, const HcclCommConfig* config,
+                           std::shared_ptr<Communicator>* out, std::string* why);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -133,7 +135,7 @@ class Communicator {
 
  private:
   Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
-               double exec_timeout);
+               double exec_timeout, std::string exec_timeout_origin);
 
   char* slot(uint32_t r) const;
   // Runs the collective `what`: publishes it, then moves `count` elements in
@@ -173,7 +175,11 @@ class Communicator {
   const uint32_t size_;
   const uint32_t rank_;
   const uint32_t device_;
-  const double exec_timeout_; // HCCL_EXEC_TIMEOUT, read when the communicator is made
+  // How long a collective waits for its peers (infinity: no limit), from the
+  // config or HCCL_EXEC_TIMEOUT, read when the communicator is made; and
+  // where that limit came from, for error messages.
+  const double exec_timeout_;
+  const std::string exec_timeout_origin_;
   CommRegion* region_ = nullptr;
   size_t region_bytes_ = 0;
   size_t slot_bytes_ = 0;

@@ -352,6 +352,29 @@ HcclResult allToAll(const char* api, bool even, const void* sendBuf,
                 });
 }
 
+HcclResult initCommunicator(const char* api, uint32_t nRanks, const HcclRootInfo* rootInfo,
+                            uint32_t rank, const HcclCommConfig* config, HcclComm* comm) {
+  return guardedHccl(api, [&] {
+    if (rootInfo == nullptr || comm == nullptr) {
+      return hcclFail(HCCL_E_PTR, api, rootInfo == nullptr ? "rootInfo is null" : "comm is null");
+    }
+    Runtime& rt = Runtime::get();
+    Device* device = nullptr;
+    if (rt.check(api) != ACL_SUCCESS || rt.currentDevice(api, &device) != ACL_SUCCESS) {
+      return HCCL_E_RUNTIME; // e.g. no aclrtSetDevice yet; the recent error says so
+    }
+    std::shared_ptr<Communicator> created;
+    std::string why;
+    const HcclResult result =
+        Communicator::create(*rootInfo, nRanks, rank, device->id(), config, &created, &why);
+    if (result != HCCL_SUCCESS) {
+      return hcclFail(result, api, why);
+    }
+    *comm = CommRegistry::get().add(std::move(created));
+    return HCCL_SUCCESS;
+  });
+}
+
 } // namespace
 } // namespace npu_sim
 
@@ -373,26 +396,18 @@ NPU_SIM_EXPORT HcclResult HcclGetRootInfo(HcclRootInfo* rootInfo) {
 
 NPU_SIM_EXPORT HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo* rootInfo,
                                                uint32_t rank, HcclComm* comm) {
-  const char* api = "HcclCommInitRootInfo";
-  return guardedHccl(api, [&] {
-    if (rootInfo == nullptr || comm == nullptr) {
-      return hcclFail(HCCL_E_PTR, api, rootInfo == nullptr ? "rootInfo is null" : "comm is null");
-    }
-    Runtime& rt = Runtime::get();
-    Device* device = nullptr;
-    if (rt.check(api) != ACL_SUCCESS || rt.currentDevice(api, &device) != ACL_SUCCESS) {
-      return HCCL_E_RUNTIME; // e.g. no aclrtSetDevice yet; the recent error says so
-    }
-    std::shared_ptr<Communicator> created;
-    std::string why;
-    const HcclResult result =
-        Communicator::create(*rootInfo, nRanks, rank, device->id(), &created, &why);
-    if (result != HCCL_SUCCESS) {
-      return hcclFail(result, api, why);
-    }
-    *comm = CommRegistry::get().add(std::move(created));
-    return HCCL_SUCCESS;
-  });
+  return initCommunicator("HcclCommInitRootInfo", nRanks, rootInfo, rank, nullptr, comm);
+}
+
+NPU_SIM_EXPORT HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks,
+                                                     const HcclRootInfo* rootInfo, uint32_t rank,
+                                                     const HcclCommConfig* config,
+                                                     HcclComm* comm) {
+  const char* api = "HcclCommInitRootInfoConfig";
+  if (config == nullptr) {
+    return hcclFail(HCCL_E_PTR, api, "config is null");
+  }
+  return initCommunicator(api, nRanks, rootInfo, rank, config, comm);
 }
 
 NPU_SIM_EXPORT HcclResult HcclCommDestroy(HcclComm comm) {
