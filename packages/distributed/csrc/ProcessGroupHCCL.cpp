@@ -342,6 +342,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(
                     " was called while send/recv operations are being coalesced "
                     "(batch_isend_irecv or _coalescing_manager with a device); hccl coalesces "
                     "only send and recv: call it outside the coalescing block");
+  if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) {
+    ++seq_;
+  }
   return launch_work(inputs, std::move(outputs), type, name, std::move(launch), host_waits);
 }
 

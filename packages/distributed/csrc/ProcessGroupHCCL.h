@@ -128,6 +128,16 @@ class ProcessGroupHCCL : public c10d::Backend {
     return "hccl";
   }
 
+  // Sequence numbers, as with NCCL: every rank starts at 0 and counts the
+  // group's collectives (point-to-point operations excepted), so they agree
+  // across ranks while the ranks call the same collectives. torch's
+  // TORCH_DISTRIBUTED_DEBUG=DETAIL wrapper compares them with each
+  // collective's fingerprint.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override {
+    return seq_;
+  }
+
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -245,6 +255,7 @@ class ProcessGroupHCCL : public c10d::Backend {
   std::mutex mutex_;
   std::unordered_map<c10::DeviceIndex, DeviceComm> comms_;
   uint64_t comms_created_ = 0; // names the store key of the next root info
+  uint64_t seq_ = 0;           // collectives launched (getSequenceNumberForGroup)
   bool coalescing_ = false;     // between startCoalescing() and endCoalescing()
   std::vector<PeerOp> coalesced_;
 };

@@ -348,6 +348,31 @@ def test_the_group_timeout_bounds_connecting(tmp_path):
                                  "arrive within 2000 ms (the process group's timeout)"), outputs[0]
 
 
+def test_distributed_debug_detail_checks_collective_fingerprints(tmp_path, monkeypatch):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the group in torch's checking
+    # wrapper, which needs sequence numbers and compares every collective's
+    # fingerprint (through gloo) before running it.
+    monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+    outputs = run_ranks(tmp_path, """
+        t = torch.full((4,), rank + 1.0).npu()
+        dist.all_reduce(t)
+        print(t.tolist())
+        backend = dist.group.WORLD._get_backend(torch.device("npu"))
+        print(backend._get_sequence_number_for_group())
+        try:
+            dist.all_reduce(torch.ones(4 if rank == 0 else 3).npu())
+        except RuntimeError as e:
+            print("error:", str(e).replace("\\n", " "))
+        dist.destroy_process_group()
+    """)
+    for out in outputs:
+        values, seq, error = out.splitlines()
+        assert values == "[3.0, 3.0, 3.0, 3.0]"
+        assert seq == "1"
+        assert "Detected mismatch between collectives on ranks" in error, error
+        assert "Tensor shapes" in error, error
+
+
 REUSE_BODY = """
     dist.all_reduce(torch.ones(1).npu())  # creates the communicator
     torch.npu.synchronize()
