@@ -21,6 +21,7 @@
 #include <limits>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <type_traits>
 
 #include "collective_reduce.h"
@@ -33,6 +34,7 @@ namespace {
 
 constexpr uint32_t kMaxRanks = 1024;
 constexpr char kRootMagic[] = "npu-sim-hccl/1";
+constexpr uint32_t kRegionReady = 0x68636331; // "hcc1"
 // HCCL's default CCL buffer is 200 MiB per rank; the simulator's buffers
 // are host shared memory, so it defaults to less. HCCL_BUFFSIZE (MiB)
 // overrides both.
@@ -212,8 +214,10 @@ std::string describe(const CollectiveDescriptor& d) {
 }
 
 struct CommRegion {
-  std::atomic<uint32_t> ranks;       // nRanks; 0 until the first rank attached
-  std::atomic<uint64_t> slot_bytes;  // every rank's buffer size
+  std::atomic<uint32_t> ready;       // kRegionReady once rank 0 filled in the header
+  std::atomic<uint32_t> mapped;      // ranks that have mapped the segment
+  std::atomic<uint32_t> ranks;       // nRanks, set by rank 0
+  std::atomic<uint64_t> slot_bytes;  // every rank's buffer size, set by rank 0
   std::atomic<uint32_t> failed_rank; // 1 + the first rank whose collective failed
   std::atomic<uint32_t> failed_code; // its HcclResult
   alignas(64) std::atomic<uint32_t> bell; // bumped at every arrival; the futex word
@@ -332,6 +336,22 @@ HcclResult readSettings(const HcclCommConfig* config, CommSettings* out, std::st
 
 } // namespace
 
+// Note [Shared segments]
+// A communicator's POSIX shared-memory segment carries every collective's
+// data, so only the job may ever map it. Rank 0 creates it exclusively
+// (O_CREAT | O_EXCL, mode 0600): a name someone else created first, who
+// could then read and write the data, fails HcclCommInitRootInfo instead of
+// being used. The other ranks open it without O_CREAT and check before
+// mapping it that it belongs to this user, is closed to everyone else and
+// has the size this job's settings give; then they wait for rank 0's
+// "ready" mark in the header. The last rank to map it removes the name at
+// once, so the memory lives only as long as the mappings: a job killed
+// after that leaves nothing behind. Before that, any rank whose joining
+// fails (a peer exited, a timeout, a mismatch) removes the name too, so
+// only a job all of whose processes are killed within those milliseconds
+// can leave a segment (torch-npu's process group makes every rank announce
+// itself in the store before it creates a communicator, which keeps that
+// window short).
 HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
                                 uint32_t device, const HcclCommConfig* config,
                                 std::shared_ptr<Communicator>* out, std::string* why) {
@@ -362,45 +382,97 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   const size_t total =
       kHeaderBytes + channelBytes(nRanks) + static_cast<size_t>(slot_bytes) * nRanks;
 
-  const int fd = shm_open(comm->name_.c_str(), O_RDWR | O_CREAT, 0600);
-  if (fd < 0) {
-    *why = "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
-    return HCCL_E_SYSCALL;
+  const double connect_timeout = envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(connect_timeout));
+  // Note [Shared segments]: rank 0 creates the segment, the others open it.
+  int fd = -1;
+  if (rank == 0) {
+    fd = shm_open(comm->name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+      *why = errno == EEXIST
+          ? "the shared-memory segment " + comm->name_ + " (in /dev/shm) already exists: "
+            "another process made it, and whoever made it could read and write the "
+            "collectives' data, so it is not used. Make a new root info (HcclGetRootInfo) "
+            "for this job"
+          : "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
+      return errno == EEXIST ? HCCL_E_PARA : HCCL_E_SYSCALL;
+    }
+  } else {
+    for (;;) {
+      fd = shm_open(comm->name_.c_str(), O_RDWR, 0);
+      if (fd < 0 && errno != ENOENT) {
+        *why = "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
+        return HCCL_E_SYSCALL;
+      }
+      if (fd >= 0) {
+        struct stat st{};
+        if (fstat(fd, &st) != 0) {
+          *why = "fstat of the shared segment failed: " + std::string(std::strerror(errno));
+          close(fd);
+          return HCCL_E_SYSCALL;
+        }
+        // Not ours, or open to others: someone else made it, and it is
+        // neither used nor removed.
+        if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+          close(fd);
+          *why = "the shared-memory segment " + comm->name_ + " (in /dev/shm) belongs to user " +
+              std::to_string(st.st_uid) + " with mode " + std::to_string(st.st_mode & 0777) +
+              " (octal " + [&] {
+                char octal[8];
+                std::snprintf(octal, sizeof octal, "%o", st.st_mode & 0777);
+                return std::string(octal);
+              }() + "), not to this user (" + std::to_string(geteuid()) +
+              ") with mode 600: another process made it, so it is not used. Make a new root "
+              "info (HcclGetRootInfo) for this job";
+          return HCCL_E_PARA;
+        }
+        if (static_cast<size_t>(st.st_size) == total) {
+          break;
+        }
+        close(fd);
+        if (st.st_size != 0) { // 0: rank 0 is still allocating it
+          shm_unlink(comm->name_.c_str());
+          *why = "the ranks disagree on nRanks or the buffer size (HCCL_BUFFSIZE or "
+                 "hcclBufferSize): the shared segment has " + std::to_string(st.st_size) +
+              " bytes, this rank expects " + std::to_string(total);
+          return HCCL_E_PARA;
+        }
+      }
+      if (Clock::now() >= deadline) {
+        *why = "joining the communicator timed out after " + formatSeconds(connect_timeout) +
+            " s waiting for rank 0 to create its shared segment " + comm->name_ +
+            ". The limit is HCCL_CONNECT_TIMEOUT seconds";
+        return HCCL_E_TIMEOUT;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   }
-  // From here on a failure removes the name, so that nothing is left behind.
+  // From here on the segment is this job's: a failure removes its name, so
+  // that nothing is left behind.
   auto fail = [&](HcclResult code, std::string message) {
     shm_unlink(comm->name_.c_str());
     *why = std::move(message);
     return code;
   };
-  struct stat st{};
-  if (fstat(fd, &st) != 0) {
-    const std::string error = std::strerror(errno);
-    close(fd);
-    return fail(HCCL_E_SYSCALL, "fstat of the shared region failed: " + error);
-  }
-  if (st.st_size != 0 && static_cast<size_t>(st.st_size) != total) {
-    close(fd);
-    return fail(HCCL_E_PARA, "the ranks disagree on nRanks or HCCL_BUFFSIZE (shared region of " +
-                                 std::to_string(st.st_size) + " bytes, this rank expects " +
-                                 std::to_string(total) + ")");
-  }
-  // Allocated now rather than at first touch: a full /dev/shm (64 MiB in a
-  // default Docker container) is an error here instead of a SIGBUS inside a
-  // collective.
-  if (const int error = posix_fallocate(fd, 0, static_cast<off_t>(total)); error != 0) {
-    close(fd);
-    return fail(HCCL_E_MEMORY,
-                "no room in /dev/shm for the " + std::to_string(total >> 20) +
-                    " MiB of transfer buffers (" + std::strerror(error) +
-                    "): lower HCCL_BUFFSIZE (MiB per rank) or enlarge /dev/shm (docker run "
-                    "--shm-size)");
+  if (rank == 0) {
+    // Allocated now rather than at first touch: a full /dev/shm (64 MiB in a
+    // default Docker container) is an error here instead of a SIGBUS inside
+    // a collective.
+    if (const int error = posix_fallocate(fd, 0, static_cast<off_t>(total)); error != 0) {
+      close(fd);
+      return fail(HCCL_E_MEMORY,
+                  "no room in /dev/shm for the " + std::to_string(total >> 20) +
+                      " MiB of transfer buffers (" + std::strerror(error) +
+                      "): lower HCCL_BUFFSIZE (MiB per rank) or enlarge /dev/shm (docker run "
+                      "--shm-size)");
+    }
   }
   void* mapped = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (mapped == MAP_FAILED) {
     return fail(HCCL_E_SYSCALL,
-                "mmap of the shared region failed: " + std::string(std::strerror(errno)));
+                "mmap of the shared segment failed: " + std::string(std::strerror(errno)));
   }
   comm->region_ = static_cast<CommRegion*>(mapped);
   comm->region_bytes_ = total;
@@ -409,30 +481,53 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   comm->slots_ = static_cast<char*>(mapped) + kHeaderBytes + channelBytes(nRanks);
   CommRegion& region = *comm->region_;
 
-  uint32_t ranks = 0;
-  if (!region.ranks.compare_exchange_strong(ranks, nRanks) && ranks != nRanks) {
-    return fail(HCCL_E_PARA, "this rank was given nRanks " + std::to_string(nRanks) +
-                                 ", another rank " + std::to_string(ranks) +
-                                 "; every rank must pass the same nRanks");
+  if (rank == 0) {
+    region.ranks.store(nRanks);
+    region.slot_bytes.store(slot_bytes);
+    region.rank[0].pid.store(static_cast<int32_t>(getpid()));
+    region.ready.store(kRegionReady); // last: the header is complete
+  } else {
+    // Rank 0 sized the segment and is filling in the header.
+    auto ready = [&] { return region.ready.load() == kRegionReady; };
+    while (!ready()) {
+      const int32_t creator = region.rank[0].pid.load();
+      if (creator != 0 && !processAlive(creator)) {
+        return fail(HCCL_E_REMOTE, "rank 0 (process " + std::to_string(creator) +
+                                       ") exited while creating the communicator");
+      }
+      if (Clock::now() >= deadline) {
+        return fail(HCCL_E_TIMEOUT, "joining the communicator timed out after " +
+                                        formatSeconds(connect_timeout) +
+                                        " s waiting for rank 0 to set up its shared segment. "
+                                        "The limit is HCCL_CONNECT_TIMEOUT seconds");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (const uint32_t ranks = region.ranks.load(); ranks != nRanks) {
+      return fail(HCCL_E_PARA, "this rank was given nRanks " + std::to_string(nRanks) +
+                                   ", rank 0 " + std::to_string(ranks) +
+                                   "; every rank must pass the same nRanks");
+    }
+    if (region.slot_bytes.load() != slot_bytes) {
+      return fail(HCCL_E_PARA, "the ranks disagree on the buffer size (HCCL_BUFFSIZE or "
+                               "hcclBufferSize); set the same value for every rank");
+    }
+    int32_t pid = 0;
+    if (!region.rank[rank].pid.compare_exchange_strong(pid, static_cast<int32_t>(getpid()))) {
+      return fail(HCCL_E_PARA, "rank " + std::to_string(rank) +
+                                   " has already joined this communicator (process " +
+                                   std::to_string(pid) +
+                                   "); every process must pass a different rank");
+    }
   }
-  uint64_t slots = 0;
-  if (!region.slot_bytes.compare_exchange_strong(slots, slot_bytes) && slots != slot_bytes) {
-    return fail(HCCL_E_PARA, "the ranks disagree on HCCL_BUFFSIZE; set the same value for every rank");
-  }
-  int32_t pid = 0;
-  if (!region.rank[rank].pid.compare_exchange_strong(pid, static_cast<int32_t>(getpid()))) {
-    return fail(HCCL_E_PARA, "rank " + std::to_string(rank) +
-                                 " has already joined this communicator (process " +
-                                 std::to_string(pid) + "); every process must pass a different rank");
-  }
-  const HcclResult joined = comm->meet(envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout),
-                                       why);
-  // Everyone has mapped the region (or the job failed): the name is no
-  // longer needed, and the memory goes away with the last mapping.
-  if (rank == 0 || joined != HCCL_SUCCESS) {
+  // The last rank to map the segment removes its name: from then on it is
+  // reachable only through the mappings, and goes away with the last one.
+  if (region.mapped.fetch_add(1) + 1 == nRanks) {
     shm_unlink(comm->name_.c_str());
   }
+  const HcclResult joined = comm->meet(connect_timeout, why);
   if (joined != HCCL_SUCCESS) {
+    shm_unlink(comm->name_.c_str()); // when a rank never came to map it
     return joined;
   }
   *out = std::move(comm);

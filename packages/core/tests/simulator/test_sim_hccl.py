@@ -7,13 +7,16 @@ torch-npu's process group does through the c10d store).
 
 import array
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 from _simlib import (
+    HCCL_E_PARA,
     HCCL_FP32,
     HCCL_FP64,
     HCCL_INT8,
@@ -25,12 +28,19 @@ from _simlib import (
 )
 from conftest import TESTS_DIR, Runner
 
+# The name in /dev/shm of the segment a simulator root info names.
+SEGMENT_OF = """
+def segment_of(root_bytes):
+    return root_bytes[root_bytes.index(b"/npu-sim-hccl-") + 1:].split(b"\\0")[0].decode()
+"""
+
 # Joins the communicator; afterwards `comm`, `rank`, `world` and `stream`
 # (the current device's default stream, None) are defined, and `join(tag)`
 # makes another communicator of all ranks.
 JOIN = """\
 import array, struct
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
+""" + SEGMENT_OF + """
 sim.set_device(rank)
 
 def join(tag=""):
@@ -47,6 +57,8 @@ def join(tag=""):
             assert time.time() < deadline, "rank 0 never published the root info"
             time.sleep(0.01)
         root.raw = open(root_file, "rb").read()
+    global segment  # the shared segment's name in /dev/shm
+    segment = segment_of(root.raw)
     comm = ctypes.c_void_p()
     rc = lib.HcclCommInitRootInfo(int(os.environ.get("NRANKS", world)), root, rank,
                                   ctypes.byref(comm))
@@ -599,13 +611,76 @@ def test_a_single_rank_communicator(runner, tmp_path):
 
 def test_the_shared_region_is_gone_after_the_job(runner, tmp_path):
     before = set(os.listdir("/dev/shm"))
-    all_ok(run_ranks(runner, tmp_path, """
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        # Every rank has mapped the segment: its name is gone already.
+        print(os.path.exists("/dev/shm/" + segment))
         p = upload([1.0], "f")
         ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
         sim.sync()
     """))
+    assert outs == ["False\n", "False\n"]
     leaked = [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("npu-sim-hccl")]
     assert leaked == []
+
+
+def test_a_segment_someone_else_made_is_never_used(runner, tmp_path):
+    # Note [Shared segments]: a name that exists before rank 0 creates it
+    # fails rank 0's init; one open to others fails a joining rank's.
+    result = runner.run(SEGMENT_OF + textwrap.dedent("""
+        sim.set_device(0)
+        root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
+        assert lib.HcclGetRootInfo(root) == HCCL_SUCCESS
+        path = "/dev/shm/" + segment_of(root.raw)
+        os.umask(0)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644))
+        comm = ctypes.c_void_p()
+        print(lib.HcclCommInitRootInfo(2, root, 0, ctypes.byref(comm)), sim.err())
+        print(lib.HcclCommInitRootInfo(2, root, 1, ctypes.byref(comm)), sim.err())
+        print(os.path.exists(path))  # left alone: it is not the job's
+        os.unlink(path)
+    """))
+    assert result.returncode == 0, result.stderr
+    creator, joiner, kept = result.stdout.splitlines()
+    assert creator.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfo: the shared-memory segment ")
+    assert "already exists: another process made it" in creator, creator
+    assert joiner.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfo: the shared-memory segment ")
+    assert "with mode 420 (octal 644)" in joiner and "so it is not used" in joiner, joiner
+    assert kept == "True"
+
+
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_rank_killed_while_joining_leaves_nothing_behind(runner, tmp_path, victim):
+    # A communicator of three ranks of which two come: both wait in the
+    # connect phase until one is killed; the other then fails at once,
+    # naming it, and the segment is gone once both have exited.
+    code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + JOIN
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=runner.env(RANK=r, WORLD=2, NRANKS=3, ROOT_FILE=tmp_path / "root",
+                                             HCCL_BUFFSIZE=1))
+             for r in range(2)]
+    root_file = tmp_path / "root"
+    try:
+        deadline = time.time() + 30
+        while not root_file.exists() or not os.path.exists(segment_path(root_file)):
+            assert time.time() < deadline, "rank 0 never created the segment"
+            time.sleep(0.01)
+        time.sleep(0.5)  # rank 1 maps it and joins the wait
+        procs[victim].send_signal(signal.SIGKILL)
+        _, err = procs[1 - victim].communicate(timeout=30)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert f"rank {victim} (process {procs[victim].pid}) exited" in err, err
+    assert not os.path.exists(segment_path(root_file))
+
+
+def segment_path(root_file):
+    """The path in /dev/shm of the segment of the root info in `root_file`."""
+    scope = {}
+    exec(SEGMENT_OF, scope)
+    return "/dev/shm/" + scope["segment_of"](root_file.read_bytes())
 
 
 def test_no_room_in_dev_shm_is_an_error_at_init(runner, tmp_path):
