@@ -323,6 +323,9 @@ void ProcessGroupHCCL::wait_for_all_ranks(uint64_t index, c10::Device device) {
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
     }
+    if (missing.empty()) {
+      throw; // not a timeout: the store's own error says what went wrong
+    }
     C10_THROW_ERROR(DistBackendError,
                     c10::str("ProcessGroupHCCL: rank(s) ", missing, " of ", getSize(),
                              " did not arrive within ", limit.count(), " ms (", origin,
