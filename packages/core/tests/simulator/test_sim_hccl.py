@@ -43,7 +43,7 @@ rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
 """ + SEGMENT_OF + """
 sim.set_device(rank)
 
-def join(tag=""):
+def join(tag="", config=None):
     root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
     root_file = os.environ["ROOT_FILE"] + tag
     if rank == 0:
@@ -60,8 +60,11 @@ def join(tag=""):
     global segment  # the shared segment's name in /dev/shm
     segment = segment_of(root.raw)
     comm = ctypes.c_void_p()
-    rc = lib.HcclCommInitRootInfo(int(os.environ.get("NRANKS", world)), root, rank,
-                                  ctypes.byref(comm))
+    n = int(os.environ.get("NRANKS", world))
+    if config is None:
+        rc = lib.HcclCommInitRootInfo(n, root, rank, ctypes.byref(comm))
+    else:
+        rc = lib.HcclCommInitRootInfoConfig(n, root, rank, config, ctypes.byref(comm))
     assert rc == HCCL_SUCCESS, (rc, sim.err())
     return comm
 
@@ -596,6 +599,43 @@ def test_a_late_peer_times_out_and_fails_its_peers_too(runner, tmp_path):
     assert "HCCL_EXEC_TIMEOUT" in first
     # Rank 1 arrives to find rank 0 gone from the collective.
     assert late.startswith("507015 ") and "rank 0 of the communicator failed" in late
+
+
+# HcclCommConfig as CANN lays it out: a 24-byte header (size, magic word,
+# version, reserved), then the fields; these tests set two of them.
+COMM_CONFIG = """
+CONFIG_BYTES, BUFFER_SIZE_AT, EXEC_TIMEOUT_AT = 2240, 24, 316
+
+def comm_config(exec_timeout=-1, buffer_mib=0xFFFFFFFF, magic=0xF0F0F0F0):
+    raw = bytearray(CONFIG_BYTES)
+    struct.pack_into("<QII", raw, 0, CONFIG_BYTES, magic, 10)
+    struct.pack_into("<I", raw, BUFFER_SIZE_AT, buffer_mib)
+    struct.pack_into("<i", raw, EXEC_TIMEOUT_AT, exec_timeout)
+    return ctypes.create_string_buffer(bytes(raw), CONFIG_BYTES)
+"""
+
+
+def test_the_config_exec_timeout_takes_precedence_over_the_environment(runner, tmp_path):
+    results = run_ranks(runner, tmp_path, COMM_CONFIG + textwrap.dedent("""
+        bad, fresh = ctypes.c_void_p(), ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
+        ok(lib.HcclGetRootInfo(fresh))
+        print(lib.HcclCommInitRootInfoConfig(2, fresh, rank, comm_config(magic=0),
+                                             ctypes.byref(bad)), sim.err())
+        c = join("config", comm_config(exec_timeout=1))
+        p = upload([1.0], "f")
+        if rank == 1:
+            time.sleep(2.5)  # alive, but late for the collective
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, c, stream))
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+    """), HCCL_EXEC_TIMEOUT=600, timeout=30)
+    first, late = all_ok(results)
+    refused = first.splitlines()[0]
+    assert refused.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfoConfig: config was not "
+                              "initialised"), refused
+    failure = first.splitlines()[1]
+    assert ("HcclAllReduce(count=1, float32, sum), collective #1 of this communicator timed out "
+            "after 1 s waiting for rank(s) 1 (rank 0 of 2), which did not arrive") in failure
+    assert "The limit is the communicator's hcclExecTimeOut" in failure, failure
 
 
 def test_a_single_rank_communicator(runner, tmp_path):
