@@ -416,15 +416,12 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
         // neither used nor removed.
         if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
           close(fd);
+          char mode[8];
+          std::snprintf(mode, sizeof mode, "%o", static_cast<unsigned>(st.st_mode & 0777));
           *why = "the shared-memory segment " + comm->name_ + " (in /dev/shm) belongs to user " +
-              std::to_string(st.st_uid) + " with mode " + std::to_string(st.st_mode & 0777) +
-              " (octal " + [&] {
-                char octal[8];
-                std::snprintf(octal, sizeof octal, "%o", st.st_mode & 0777);
-                return std::string(octal);
-              }() + "), not to this user (" + std::to_string(geteuid()) +
-              ") with mode 600: another process made it, so it is not used. Make a new root "
-              "info (HcclGetRootInfo) for this job";
+              std::to_string(st.st_uid) + " with mode " + mode + ", not to this user (" +
+              std::to_string(geteuid()) + ") with mode 600: another process made it, so it is "
+              "not used. Make a new root info (HcclGetRootInfo) for this job";
           return HCCL_E_PARA;
         }
         if (static_cast<size_t>(st.st_size) == total) {
