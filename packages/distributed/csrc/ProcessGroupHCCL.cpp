@@ -1,7 +1,10 @@
 #include "ProcessGroupHCCL.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -120,6 +123,43 @@ void split_pieces(const at::Tensor& t, const std::vector<int64_t>& splits, int s
                     " split sizes add up to ", at, ", but its dim 0 is ", rows);
 }
 
+// A positive number of seconds from the environment variable `name`, or
+// nothing when it is unset or not such a number (HCCL then warns and uses
+// its default).
+std::optional<double> env_seconds(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds > 0)) {
+    return std::nullopt;
+  }
+  return seconds;
+}
+
+// Note [HCCL timeouts]: how long a rank waits for the others to connect,
+// and which limit that is.
+std::pair<std::chrono::milliseconds, const char*> connect_timeout(
+    std::chrono::milliseconds group_timeout) {
+  const std::optional<double> env = env_seconds("HCCL_CONNECT_TIMEOUT");
+  if (env && *env * 1000 < static_cast<double>(group_timeout.count())) {
+    return {std::chrono::milliseconds(static_cast<int64_t>(std::ceil(*env * 1000))),
+            "HCCL_CONNECT_TIMEOUT"};
+  }
+  return {group_timeout, "the process group's timeout"};
+}
+
+// Note [HCCL timeouts]: the communicator's hcclExecTimeOut, whole seconds.
+int32_t exec_timeout_seconds(std::chrono::milliseconds group_timeout) {
+  double seconds = static_cast<double>(group_timeout.count()) / 1000;
+  if (const std::optional<double> env = env_seconds("HCCL_EXEC_TIMEOUT")) {
+    seconds = std::min(seconds, *env);
+  }
+  return static_cast<int32_t>(std::clamp(std::ceil(seconds), 1.0, 2147483647.0));
+}
+
 } // namespace
 
 MemoryReuse memory_reuse_mode() {
@@ -208,8 +248,10 @@ c10::intrusive_ptr<c10::ivalue::Future> ProcessGroupHCCL::WorkHCCL::getFuture() 
 // ProcessGroupHCCL
 
 ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                   std::chrono::milliseconds /*timeout*/)
-    : c10d::Backend(rank, size), store_(std::move(store)) {
+                                   std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), store_(std::move(store)), timeout_(timeout) {
+  TORCH_CHECK_VALUE(timeout_.count() > 0, "ProcessGroupHCCL: the timeout must be positive, got ",
+                    timeout_.count(), " ms");
   // Fail here, with instructions, rather than at the first collective.
   hccl();
   memory_reuse_mode();
@@ -235,10 +277,12 @@ ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) 
   if (it != comms_.end()) {
     return it->second;
   }
+  wait_for_all_ranks(comms_created_, device);
   // HCCL binds a communicator to the calling thread's current device.
   c10_npu::NPUGuard guard(device);
   HcclRootInfo root{};
-  const std::string key = "hccl_root_info/" + std::to_string(comms_created_++);
+  const uint64_t index = comms_created_++;
+  const std::string key = "hccl_root_info/" + std::to_string(index);
   if (getRank() == 0) {
     check_hccl(hccl().HcclGetRootInfo(&root), "HcclGetRootInfo");
     const auto* bytes = reinterpret_cast<const uint8_t*>(root.internal);
@@ -251,13 +295,44 @@ ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) 
                 "; is another program using the same store?");
     std::memcpy(root.internal, bytes.data(), bytes.size());
   }
+  HcclCommConfig config = c10_npu::hccl::default_comm_config();
+  config.hcclExecTimeOut = exec_timeout_seconds(timeout_);
   HcclComm comm = nullptr;
-  check_hccl(hccl().HcclCommInitRootInfo(static_cast<uint32_t>(getSize()), &root,
-                                         static_cast<uint32_t>(getRank()), &comm),
-             "HcclCommInitRootInfo");
+  check_hccl(hccl().HcclCommInitRootInfoConfig(static_cast<uint32_t>(getSize()), &root,
+                                               static_cast<uint32_t>(getRank()), &config, &comm),
+             "HcclCommInitRootInfoConfig");
   auto [inserted, _] = comms_.emplace(
       device.index(), DeviceComm{comm, c10_npu::getStreamFromPool(false, device.index())});
   return inserted->second;
+}
+
+void ProcessGroupHCCL::wait_for_all_ranks(uint64_t index, c10::Device device) {
+  const std::string prefix = "hccl_joined/" + std::to_string(index) + "/";
+  store_->set(prefix + std::to_string(getRank()), std::vector<uint8_t>{1});
+  std::vector<std::string> keys;
+  for (int r = 0; r < getSize(); ++r) {
+    keys.push_back(prefix + std::to_string(r));
+  }
+  const auto [limit, origin] = connect_timeout(timeout_);
+  try {
+    store_->wait(keys, limit);
+  } catch (const c10::Error&) { // stores report a timeout as DistStoreError or plain Error
+    std::string missing;
+    for (int r = 0; r < getSize(); ++r) {
+      if (!store_->check({keys[r]})) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    if (missing.empty()) {
+      throw; // not a timeout: the store's own error says what went wrong
+    }
+    C10_THROW_ERROR(DistBackendError,
+                    c10::str("ProcessGroupHCCL: rank(s) ", missing, " of ", getSize(),
+                             " did not arrive within ", limit.count(), " ms (", origin,
+                             ") to create the hccl communicator of ", device, " for rank ",
+                             getRank(), "'s first collective on it: every rank must call the "
+                             "same collectives in the same order"));
+  }
 }
 
 template <typename Launch>
@@ -270,6 +345,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(
                     " was called while send/recv operations are being coalesced "
                     "(batch_isend_irecv or _coalescing_manager with a device); hccl coalesces "
                     "only send and recv: call it outside the coalescing block");
+  if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) {
+    ++seq_;
+  }
   return launch_work(inputs, std::move(outputs), type, name, std::move(launch), host_waits);
 }
 

@@ -33,6 +33,24 @@
 // memory the collective still reads or writes (torch_npu erases it anyway).
 // A communicator is created per device on that device's first collective;
 // its root info goes from rank 0 to the others through the c10d store.
+//
+// Note [HCCL timeouts]
+// The group's timeout (init_process_group(timeout=...), new_group(timeout=
+// ...); torch's default for hccl is 30 minutes) bounds both phases, as with
+// NCCL; the HCCL variables, when set, bound them too, and the shorter limit
+// wins. torch_npu documents the two as separate limits that both apply:
+// the group's timeout for its watchdog, HCCL_CONNECT_TIMEOUT and
+// HCCL_EXEC_TIMEOUT for HCCL itself.
+//   connecting: every rank announces itself in the store, and each waits
+//     for the others' announcements for min(timeout, HCCL_CONNECT_TIMEOUT)
+//     before HcclCommInitRootInfoConfig, so a rank that never comes is
+//     reported, by rank, within the timeout;
+//   collectives: the communicator's hcclExecTimeOut is min(timeout,
+//     HCCL_EXEC_TIMEOUT) in whole seconds (rounded up), which takes
+//     precedence over HCCL_EXEC_TIMEOUT inside HCCL, as CANN documents for
+//     every config field. A collective whose peers do not all arrive within
+//     it fails, naming the collective, its sequence number and the missing
+//     ranks, and the communicator is aborted.
 #pragma once
 
 #include <chrono>
@@ -99,14 +117,25 @@ class ProcessGroupHCCL : public c10d::Backend {
     c10::intrusive_ptr<c10::ivalue::Future> future_;
   };
 
-  // `timeout` is torch.distributed's; HCCL takes its own limits from the
-  // environment (HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT), as on CANN.
+  // `timeout` (init_process_group's or new_group's) bounds connecting and
+  // every collective, as with NCCL; HCCL_CONNECT_TIMEOUT and
+  // HCCL_EXEC_TIMEOUT, when set, bound them too (Note [HCCL timeouts]).
   ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                    std::chrono::milliseconds timeout);
   ~ProcessGroupHCCL() override;
 
   const std::string getBackendName() const override {
     return "hccl";
+  }
+
+  // Sequence numbers, as with NCCL: every rank starts at 0 and counts the
+  // group's collectives (point-to-point operations excepted), so they agree
+  // across ranks while the ranks call the same collectives. torch's
+  // TORCH_DISTRIBUTED_DEBUG=DETAIL wrapper compares them with each
+  // collective's fingerprint.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override {
+    return seq_;
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -217,10 +246,16 @@ class ProcessGroupHCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor>& tensors, int peer,
                                                 bool send);
 
+  // Waits (Note [HCCL timeouts]) until every rank has reached the creation
+  // of communicator `index`; raises naming the ranks that did not.
+  void wait_for_all_ranks(uint64_t index, c10::Device device);
+
   c10::intrusive_ptr<c10d::Store> store_;
+  const std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::unordered_map<c10::DeviceIndex, DeviceComm> comms_;
   uint64_t comms_created_ = 0; // names the store key of the next root info
+  uint64_t seq_ = 0;           // collectives launched (getSequenceNumberForGroup)
   bool coalescing_ = false;     // between startCoalescing() and endCoalescing()
   std::vector<PeerOp> coalesced_;
 };

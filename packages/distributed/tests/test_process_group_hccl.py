@@ -262,6 +262,117 @@ def test_a_rank_that_dies_fails_the_collective_on_the_others(tmp_path):
     assert "rank 1 (process" in out0 and "exited before the collective completed" in out0
 
 
+def test_mismatched_collectives_fail_every_rank_and_abort_the_group(tmp_path):
+    outputs = run_ranks(tmp_path, """
+        def error_of(fn):
+            try:
+                fn()
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+            return "no error"
+
+        t = torch.ones(1024).npu()
+        dist.all_reduce(t)  # matched: collective #1
+        # Collective #2: all_reduce on rank 0, broadcast on rank 1.
+        if rank == 0:
+            dist.all_reduce(t)
+        else:
+            dist.broadcast(t, src=0)
+        print(error_of(torch.npu.synchronize).replace("\\n", " "))
+        # The group's communicator is aborted: a later call fails at once.
+        print(error_of(lambda: dist.all_reduce(t)).replace("\\n", " "))
+        # Another group of the same ranks is unaffected; there a shape mismatch.
+        other = dist.new_group(backend="hccl")
+        u = torch.full((4,), rank + 1.0).npu()
+        dist.all_reduce(u, group=other)
+        print(u.tolist())
+        dist.all_reduce(torch.ones(8 if rank == 0 else 6).npu(), group=other)
+        print(error_of(torch.npu.synchronize).replace("\\n", " "))
+        dist.destroy_process_group()
+    """)
+    for rank, out in enumerate(outputs):
+        failure, refusal, other, shape = out.splitlines()
+        api = "HcclAllReduce" if rank == 0 else "HcclBroadcast"
+        both_sides = ("rank 0 called HcclAllReduce(count=1024, float32, sum) as collective #2, "
+                      "rank 1 called HcclBroadcast(count=1024, float32, root=0) as collective #2")
+        assert failure.startswith("RuntimeError") and both_sides in failure, failure
+        assert f"{api} failed on rank {rank} of 2" in failure, failure
+        assert refusal.startswith("DistBackendError") and "was aborted" in refusal, refusal
+        assert both_sides in refusal, refusal
+        assert other == "[3.0, 3.0, 3.0, 3.0]"
+        assert ("rank 0 called HcclAllReduce(count=8, float32, sum) as collective #2, rank 1 "
+                "called HcclAllReduce(count=6, float32, sum)") in shape, shape
+
+
+TIMEOUT_PRELUDE = PRELUDE.replace(
+    "world_size=world)", "world_size=world,\n                        timeout=__import__('datetime').timedelta(seconds=2))")
+
+
+def test_the_group_timeout_bounds_every_collective(tmp_path):
+    # Rank 1 is alive but skips the second all_reduce: rank 0 fails after the
+    # group's 2 s (not HCCL_EXEC_TIMEOUT's 1836 s), naming the collective,
+    # its sequence number and the rank that did not arrive.
+    outputs = run_ranks(tmp_path, """
+        t = torch.ones(4).npu()
+        dist.all_reduce(t)
+        torch.npu.synchronize()
+        if rank == 1:
+            time.sleep(4)
+            os._exit(0)
+        dist.all_reduce(t)
+        try:
+            torch.npu.synchronize()
+        except RuntimeError as e:
+            print("error:", str(e).replace("\\n", " "))
+        os._exit(0)
+    """, prelude=TIMEOUT_PRELUDE)
+    assert ("HcclAllReduce(count=4, float32, sum), collective #2 of this communicator timed "
+            "out after 2 s waiting for rank(s) 1 (rank 0 of 2), which did not arrive") in outputs[0]
+    assert "hcclExecTimeOut (torch.distributed: the process group's timeout)" in outputs[0]
+
+
+def test_the_group_timeout_bounds_connecting(tmp_path):
+    # Rank 1 never makes a collective: rank 0's first one, which creates the
+    # communicator, fails after the group's 2 s naming rank 1.
+    outputs = run_ranks(tmp_path, """
+        if rank == 1:
+            time.sleep(4)
+            os._exit(0)
+        try:
+            dist.all_reduce(torch.ones(4).npu())
+        except Exception as e:
+            print(type(e).__name__, e)
+        os._exit(0)
+    """, prelude=TIMEOUT_PRELUDE)
+    assert outputs[0].startswith("DistBackendError ProcessGroupHCCL: rank(s) 1 of 2 did not "
+                                 "arrive within 2000 ms (the process group's timeout)"), outputs[0]
+
+
+def test_distributed_debug_detail_checks_collective_fingerprints(tmp_path, monkeypatch):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the group in torch's checking
+    # wrapper, which needs sequence numbers and compares every collective's
+    # fingerprint (through gloo) before running it.
+    monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+    outputs = run_ranks(tmp_path, """
+        t = torch.full((4,), rank + 1.0).npu()
+        dist.all_reduce(t)
+        print(t.tolist())
+        backend = dist.group.WORLD._get_backend(torch.device("npu"))
+        print(backend._get_sequence_number_for_group())
+        try:
+            dist.all_reduce(torch.ones(4 if rank == 0 else 3).npu())
+        except RuntimeError as e:
+            print("error:", str(e).replace("\\n", " "))
+        dist.destroy_process_group()
+    """)
+    for out in outputs:
+        values, seq, error = out.splitlines()
+        assert values == "[3.0, 3.0, 3.0, 3.0]"
+        assert seq == "1"
+        assert "Detected mismatch between collectives on ranks" in error, error
+        assert "Tensor shapes" in error, error
+
+
 REUSE_BODY = """
     dist.all_reduce(torch.ones(1).npu())  # creates the communicator
     torch.npu.synchronize()

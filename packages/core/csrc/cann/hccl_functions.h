@@ -15,6 +15,11 @@
     (uint32_t nRanks, const HcclRootInfo* rootInfo, uint32_t rank,             \
      HcclComm* comm),                                                          \
     (nRanks, rootInfo, rank, comm))                                            \
+  /* config: see HcclCommConfig in hccl_types.h                          */    \
+  X(HcclResult, HcclCommInitRootInfoConfig,                                    \
+    (uint32_t nRanks, const HcclRootInfo* rootInfo, uint32_t rank,             \
+     const HcclCommConfig* config, HcclComm* comm),                            \
+    (nRanks, rootInfo, rank, config, comm))                                    \
   X(HcclResult, HcclCommDestroy, (HcclComm comm), (comm))                      \
   X(HcclResult, HcclGetRankSize, (HcclComm comm, uint32_t * rankSize),         \
     (comm, rankSize))                                                          \

@@ -4,6 +4,7 @@
 // because the same code runs against the real libhccl.
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -86,6 +87,58 @@ typedef struct HcclSendRecvItemDef {
 typedef struct HcclRootInfoDef {
   char internal[HCCL_ROOT_INFO_BYTES];
 } HcclRootInfo;
+
+// A communicator's configuration for HcclCommInitRootInfoConfig. The first
+// bytes are a header (the struct's size, a magic word and a version) that
+// lets a library read only the fields it knows; fill it, and mark every
+// field not set, with c10_npu::hccl::default_comm_config() (HCCL's own
+// header does it with an inline HcclCommConfigInit). A field that is set takes
+// precedence over the matching environment variable (hcclBufferSize over
+// HCCL_BUFFSIZE, hcclExecTimeOut over HCCL_EXEC_TIMEOUT).
+#define HCCL_COMM_CONFIG_INFO_BYTES 24
+#define HCCL_COMM_CONFIG_MAGIC_WORD 0xf0f0f0f0u
+#define HCCL_COMM_CONFIG_VERSION 10
+#define HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET (-1)
+#define HCCL_COMM_QOS_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_NAME_MAX_LENGTH 128
+#define HCCL_COMM_UDI_MAX_LENGTH 128
+#define HCCL_COMM_ALGO_MAX_LENGTH 1600
+#define HCCL_COMM_RETRY_ENABLE_MAX_LENGTH 50
+#define HCCL_COMM_RETRY_PARAMS_MAX_LENGTH 128
+#define HCCL_COMM_BUFFER_NAME_MAX_LENGTH 128
+
+typedef struct HcclCommConfigDef {
+  char reserved[HCCL_COMM_CONFIG_INFO_BYTES]; // size_t size, uint32_t magic, version, uint64_t 0
+  uint32_t hcclBufferSize;                    // MiB
+  uint32_t hcclDeterministic;
+  char hcclCommName[HCCL_COMM_NAME_MAX_LENGTH];
+  char hcclUdi[HCCL_COMM_UDI_MAX_LENGTH];
+  uint32_t hcclOpExpansionMode;
+  uint32_t hcclRdmaTrafficClass;
+  uint32_t hcclRdmaServiceLevel;
+  uint32_t hcclWorldRankID;
+  uint64_t hcclJobID;
+  uint8_t aclGraphZeroCopyEnable;
+  int32_t hcclExecTimeOut; // seconds; 0: no limit
+  char hcclAlgo[HCCL_COMM_ALGO_MAX_LENGTH];
+  char hcclRetryEnable[HCCL_COMM_RETRY_ENABLE_MAX_LENGTH];
+  char hcclRetryParams[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH];
+  char hcclBufferName[HCCL_COMM_BUFFER_NAME_MAX_LENGTH];
+  uint32_t hcclQos;
+  uint64_t hcclSymWinMaxMemSizePerRank; // GiB
+} HcclCommConfig;
+
+// The header at the start of HcclCommConfig::reserved.
+typedef struct HcclCommConfigHeaderDef {
+  size_t size; // sizeof(HcclCommConfig) of the caller
+  uint32_t magicWord;
+  uint32_t version;
+  uint64_t reserved;
+} HcclCommConfigHeader;
 
 #ifdef __cplusplus
 } // extern "C"

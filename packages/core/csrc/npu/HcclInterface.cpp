@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
+
 #include <c10/util/Exception.h>
 
 #include "npu/impl/AclInterface.h"
@@ -46,6 +48,22 @@ HcclApi load() {
 const HcclApi& api() {
   static const HcclApi instance = load();
   return instance;
+}
+
+HcclCommConfig default_comm_config() {
+  HcclCommConfig config{};
+  const HcclCommConfigHeader header{sizeof(HcclCommConfig), HCCL_COMM_CONFIG_MAGIC_WORD,
+                                    HCCL_COMM_CONFIG_VERSION, 0};
+  static_assert(sizeof header <= sizeof config.reserved);
+  std::memcpy(config.reserved, &header, sizeof header);
+  config.hcclBufferSize = HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET;
+  config.hcclDeterministic = HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET;
+  config.hcclRdmaTrafficClass = HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET;
+  config.hcclRdmaServiceLevel = HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET;
+  config.hcclExecTimeOut = HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET;
+  config.hcclQos = HCCL_COMM_QOS_CONFIG_NOT_SET;
+  config.hcclSymWinMaxMemSizePerRank = 16; // HCCL's default stride, GiB
+  return config;
 }
 
 const char* result_name(HcclResult code) {

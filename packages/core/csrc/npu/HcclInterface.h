@@ -26,6 +26,10 @@ TORCH_NPU_API const HcclApi& api();
 // error messages; takes the calling thread's recent runtime message.
 TORCH_NPU_API std::string describe_error(HcclResult code);
 
+// A communicator configuration with its header filled in and no field set
+// (HcclCommInitRootInfoConfig then behaves as HcclCommInitRootInfo).
+TORCH_NPU_API HcclCommConfig default_comm_config();
+
 // Name of an HCCL result code, e.g. "HCCL_E_PARA".
 TORCH_NPU_API const char* result_name(HcclResult code);
 

@@ -11,13 +11,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <climits>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <random>
+#include <thread>
+#include <type_traits>
 
 #include "collective_reduce.h"
 #include "runtime.h"
@@ -29,6 +34,7 @@ namespace {
 
 constexpr uint32_t kMaxRanks = 1024;
 constexpr char kRootMagic[] = "npu-sim-hccl/1";
+constexpr uint32_t kRegionReady = 0x68636331; // "hcc1"
 // HCCL's default CCL buffer is 200 MiB per rank; the simulator's buffers
 // are host shared memory, so it defaults to less. HCCL_BUFFSIZE (MiB)
 // overrides both.
@@ -48,7 +54,11 @@ static_assert(sizeof(RootPayload) <= HCCL_ROOT_INFO_BYTES);
 struct alignas(64) RankState {
   std::atomic<uint64_t> reached; // meeting points this rank has reached
   std::atomic<int32_t> pid;      // 0 until the rank attached
+  // The descriptors of this rank's collectives, by the parity of their
+  // sequence numbers (Note [Collective descriptors]).
+  alignas(64) CollectiveDescriptor posted[2];
 };
+static_assert(std::is_trivially_copyable_v<CollectiveDescriptor>);
 
 using Clock = std::chrono::steady_clock;
 
@@ -119,11 +129,95 @@ std::string rankList(const std::vector<uint32_t>& ranks) {
   return out;
 }
 
+// The names PyTorch gives these types, which users know.
+const char* typeName(HcclDataType type) {
+  switch (type) {
+    case HCCL_DATA_TYPE_INT8: return "int8";
+    case HCCL_DATA_TYPE_INT16: return "int16";
+    case HCCL_DATA_TYPE_INT32: return "int32";
+    case HCCL_DATA_TYPE_FP16: return "float16";
+    case HCCL_DATA_TYPE_FP32: return "float32";
+    case HCCL_DATA_TYPE_INT64: return "int64";
+    case HCCL_DATA_TYPE_UINT64: return "uint64";
+    case HCCL_DATA_TYPE_UINT8: return "uint8";
+    case HCCL_DATA_TYPE_UINT16: return "uint16";
+    case HCCL_DATA_TYPE_UINT32: return "uint32";
+    case HCCL_DATA_TYPE_FP64: return "float64";
+    case HCCL_DATA_TYPE_BFP16: return "bfloat16";
+    default: return hcclDataTypeName(type);
+  }
+}
+
+const char* opName(HcclReduceOp op) {
+  switch (op) {
+    case HCCL_REDUCE_SUM: return "sum";
+    case HCCL_REDUCE_PROD: return "prod";
+    case HCCL_REDUCE_MAX: return "max";
+    case HCCL_REDUCE_MIN: return "min";
+    default: return hcclReduceOpName(op);
+  }
+}
+
+const char* apiName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "HcclAllReduce";
+    case CollectiveKind::kReduce: return "HcclReduce";
+    case CollectiveKind::kBroadcast: return "HcclBroadcast";
+    case CollectiveKind::kAllGather: return "HcclAllGather";
+    case CollectiveKind::kReduceScatter: return "HcclReduceScatter";
+    case CollectiveKind::kBarrier: return "HcclBarrier";
+    case CollectiveKind::kAllToAll: return "HcclAlltoAll";
+    case CollectiveKind::kAllToAllV: return "HcclAlltoAllV";
+  }
+  return "an unknown collective";
+}
+
+bool isAllToAll(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV;
+}
+
+// Whether two ranks' collectives can run together. The per-pair counts of
+// an all-to-all are checked apart (Communicator::allToAllV).
+bool agree(const CollectiveDescriptor& a, const CollectiveDescriptor& b) {
+  const bool same_kind = a.kind == b.kind || (isAllToAll(a.kind) && isAllToAll(b.kind));
+  return same_kind && a.type == b.type && a.op == b.op && a.root == b.root &&
+      a.count == b.count && a.sequence == b.sequence;
+}
+
+std::string formatSeconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return text;
+}
+
 } // namespace
 
+std::string describe(const CollectiveDescriptor& d) {
+  std::string out = apiName(d.kind);
+  out += "(";
+  std::string sep;
+  if (d.kind != CollectiveKind::kBarrier && !isAllToAll(d.kind)) {
+    out += "count=" + std::to_string(d.count);
+    sep = ", ";
+  }
+  if (d.kind != CollectiveKind::kBarrier) {
+    out += sep + typeName(d.type);
+    sep = ", ";
+  }
+  if (d.op != HCCL_REDUCE_RESERVED) {
+    out += sep + opName(d.op);
+  }
+  if (d.root != CollectiveDescriptor::kNoRoot) {
+    out += sep + "root=" + std::to_string(d.root);
+  }
+  return out + ")";
+}
+
 struct CommRegion {
-  std::atomic<uint32_t> ranks;       // nRanks; 0 until the first rank attached
-  std::atomic<uint64_t> slot_bytes;  // every rank's buffer size
+  std::atomic<uint32_t> ready;       // kRegionReady once rank 0 filled in the header
+  std::atomic<uint32_t> mapped;      // ranks that have mapped the segment
+  std::atomic<uint32_t> ranks;       // nRanks, set by rank 0
+  std::atomic<uint64_t> slot_bytes;  // every rank's buffer size, set by rank 0
   std::atomic<uint32_t> failed_rank; // 1 + the first rank whose collective failed
   std::atomic<uint32_t> failed_code; // its HcclResult
   alignas(64) std::atomic<uint32_t> bell; // bumped at every arrival; the futex word
@@ -175,9 +269,9 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
 }
 
 Communicator::Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
-                           double exec_timeout)
+                           double exec_timeout, std::string exec_timeout_origin)
     : name_(std::move(name)), size_(size), rank_(rank), device_(device),
-      exec_timeout_(exec_timeout) {
+      exec_timeout_(exec_timeout), exec_timeout_origin_(std::move(exec_timeout_origin)) {
   all_ranks_.reserve(size_);
   for (uint32_t r = 0; r < size_; ++r) {
     all_ranks_.push_back(r);
@@ -190,9 +284,77 @@ Communicator::~Communicator() {
   }
 }
 
+namespace {
+
+// A communicator's settings: from its config where set, else from the
+// environment, else HCCL's defaults.
+struct CommSettings {
+  uint64_t slot_bytes;
+  double exec_timeout; // infinity: no limit
+  std::string exec_timeout_origin;
+};
+
+HcclResult readSettings(const HcclCommConfig* config, CommSettings* out, std::string* why) {
+  out->slot_bytes = slotBytesFromEnv();
+  const char* env = std::getenv("HCCL_EXEC_TIMEOUT");
+  out->exec_timeout = envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout);
+  out->exec_timeout_origin = env != nullptr && *env != '\0'
+      ? "HCCL_EXEC_TIMEOUT"
+      : "HCCL_EXEC_TIMEOUT's default (" + formatSeconds(kDefaultExecTimeout) + " s)";
+  if (config == nullptr) {
+    return HCCL_SUCCESS;
+  }
+  HcclCommConfigHeader header;
+  std::memcpy(&header, config->reserved, sizeof header);
+  if (header.magicWord != HCCL_COMM_CONFIG_MAGIC_WORD || header.size < sizeof(header)) {
+    *why = "config was not initialised (its header is not HCCL's; start from HCCL's "
+           "HcclCommConfigInit or torch-npu's c10_npu::hccl::default_comm_config())";
+    return HCCL_E_PARA;
+  }
+  // Only the fields the caller's struct has (an older HCCL's may be shorter).
+  auto has = [&](size_t offset, size_t bytes) { return header.size >= offset + bytes; };
+  if (has(offsetof(HcclCommConfig, hcclBufferSize), sizeof config->hcclBufferSize) &&
+      config->hcclBufferSize != HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET) {
+    if (config->hcclBufferSize == 0 || config->hcclBufferSize > 65536) {
+      *why = "config.hcclBufferSize " + std::to_string(config->hcclBufferSize) +
+          " is not a size in MiB (1-65536)";
+      return HCCL_E_PARA;
+    }
+    out->slot_bytes = static_cast<uint64_t>(config->hcclBufferSize) << 20;
+  }
+  if (has(offsetof(HcclCommConfig, hcclExecTimeOut), sizeof config->hcclExecTimeOut) &&
+      config->hcclExecTimeOut >= 0) {
+    // 0: no limit, as on HCCL of Atlas A2/A3.
+    out->exec_timeout = config->hcclExecTimeOut == 0
+        ? std::numeric_limits<double>::infinity()
+        : static_cast<double>(config->hcclExecTimeOut);
+    out->exec_timeout_origin = "the communicator's hcclExecTimeOut (torch.distributed: the "
+                               "process group's timeout)";
+  }
+  return HCCL_SUCCESS;
+}
+
+} // namespace
+
+// Note [Shared segments]
+// A communicator's POSIX shared-memory segment carries every collective's
+// data, so only the job may ever map it. Rank 0 creates it exclusively
+// (O_CREAT | O_EXCL, mode 0600): a name someone else created first, who
+// could then read and write the data, fails HcclCommInitRootInfo instead of
+// being used. The other ranks open it without O_CREAT and check before
+// mapping it that it belongs to this user, is closed to everyone else and
+// has the size this job's settings give; then they wait for rank 0's
+// "ready" mark in the header. The last rank to map it removes the name at
+// once, so the memory lives only as long as the mappings: a job killed
+// after that leaves nothing behind. Before that, any rank whose joining
+// fails (a peer exited, a timeout, a mismatch) removes the name too, so
+// only a job all of whose processes are killed within those milliseconds
+// can leave a segment (torch-npu's process group makes every rank announce
+// itself in the store before it creates a communicator, which keeps that
+// window short).
 HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
-                                uint32_t device, std::shared_ptr<Communicator>* out,
-                                std::string* why) {
+                                uint32_t device, const HcclCommConfig* config,
+                                std::shared_ptr<Communicator>* out, std::string* why) {
   RootPayload payload;
   std::memcpy(&payload, root.internal, sizeof payload);
   if (std::memcmp(payload.magic, kRootMagic, sizeof kRootMagic) != 0 ||
@@ -209,51 +371,105 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
     *why = "rank " + std::to_string(rank) + " is not below nRanks " + std::to_string(nRanks);
     return HCCL_E_PARA;
   }
-  std::shared_ptr<Communicator> comm(new Communicator(
-      payload.region, nRanks, rank, device, envSeconds("HCCL_EXEC_TIMEOUT", kDefaultExecTimeout)));
-  const uint64_t slot_bytes = slotBytesFromEnv();
+  CommSettings settings;
+  if (HcclResult r = readSettings(config, &settings, why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  std::shared_ptr<Communicator> comm(new Communicator(payload.region, nRanks, rank, device,
+                                                      settings.exec_timeout,
+                                                      std::move(settings.exec_timeout_origin)));
+  const uint64_t slot_bytes = settings.slot_bytes;
   const size_t total =
       kHeaderBytes + channelBytes(nRanks) + static_cast<size_t>(slot_bytes) * nRanks;
 
-  const int fd = shm_open(comm->name_.c_str(), O_RDWR | O_CREAT, 0600);
-  if (fd < 0) {
-    *why = "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
-    return HCCL_E_SYSCALL;
+  const double connect_timeout = envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(connect_timeout));
+  // Note [Shared segments]: rank 0 creates the segment, the others open it.
+  int fd = -1;
+  if (rank == 0) {
+    fd = shm_open(comm->name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+      *why = errno == EEXIST
+          ? "the shared-memory segment " + comm->name_ + " (in /dev/shm) already exists: "
+            "another process made it, and whoever made it could read and write the "
+            "collectives' data, so it is not used. Make a new root info (HcclGetRootInfo) "
+            "for this job"
+          : "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
+      return errno == EEXIST ? HCCL_E_PARA : HCCL_E_SYSCALL;
+    }
+  } else {
+    for (;;) {
+      fd = shm_open(comm->name_.c_str(), O_RDWR, 0);
+      if (fd < 0 && errno != ENOENT) {
+        *why = "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
+        return HCCL_E_SYSCALL;
+      }
+      if (fd >= 0) {
+        struct stat st{};
+        if (fstat(fd, &st) != 0) {
+          *why = "fstat of the shared segment failed: " + std::string(std::strerror(errno));
+          close(fd);
+          return HCCL_E_SYSCALL;
+        }
+        // Not ours, or open to others: someone else made it, and it is
+        // neither used nor removed.
+        if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+          close(fd);
+          char mode[8];
+          std::snprintf(mode, sizeof mode, "%o", static_cast<unsigned>(st.st_mode & 0777));
+          *why = "the shared-memory segment " + comm->name_ + " (in /dev/shm) belongs to user " +
+              std::to_string(st.st_uid) + " with mode " + mode + ", not to this user (" +
+              std::to_string(geteuid()) + ") with mode 600: another process made it, so it is "
+              "not used. Make a new root info (HcclGetRootInfo) for this job";
+          return HCCL_E_PARA;
+        }
+        if (static_cast<size_t>(st.st_size) == total) {
+          break;
+        }
+        close(fd);
+        if (st.st_size != 0) { // 0: rank 0 is still allocating it
+          shm_unlink(comm->name_.c_str());
+          *why = "the ranks disagree on nRanks or the buffer size (HCCL_BUFFSIZE or "
+                 "hcclBufferSize): the shared segment has " + std::to_string(st.st_size) +
+              " bytes, this rank expects " + std::to_string(total);
+          return HCCL_E_PARA;
+        }
+      }
+      if (Clock::now() >= deadline) {
+        *why = "joining the communicator timed out after " + formatSeconds(connect_timeout) +
+            " s waiting for rank 0 to create its shared segment " + comm->name_ +
+            ". The limit is HCCL_CONNECT_TIMEOUT seconds";
+        return HCCL_E_TIMEOUT;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   }
-  // From here on a failure removes the name, so that nothing is left behind.
+  // From here on the segment is this job's: a failure removes its name, so
+  // that nothing is left behind.
   auto fail = [&](HcclResult code, std::string message) {
     shm_unlink(comm->name_.c_str());
     *why = std::move(message);
     return code;
   };
-  struct stat st{};
-  if (fstat(fd, &st) != 0) {
-    const std::string error = std::strerror(errno);
-    close(fd);
-    return fail(HCCL_E_SYSCALL, "fstat of the shared region failed: " + error);
-  }
-  if (st.st_size != 0 && static_cast<size_t>(st.st_size) != total) {
-    close(fd);
-    return fail(HCCL_E_PARA, "the ranks disagree on nRanks or HCCL_BUFFSIZE (shared region of " +
-                                 std::to_string(st.st_size) + " bytes, this rank expects " +
-                                 std::to_string(total) + ")");
-  }
-  // Allocated now rather than at first touch: a full /dev/shm (64 MiB in a
-  // default Docker container) is an error here instead of a SIGBUS inside a
-  // collective.
-  if (const int error = posix_fallocate(fd, 0, static_cast<off_t>(total)); error != 0) {
-    close(fd);
-    return fail(HCCL_E_MEMORY,
-                "no room in /dev/shm for the " + std::to_string(total >> 20) +
-                    " MiB of transfer buffers (" + std::strerror(error) +
-                    "): lower HCCL_BUFFSIZE (MiB per rank) or enlarge /dev/shm (docker run "
-                    "--shm-size)");
+  if (rank == 0) {
+    // Allocated now rather than at first touch: a full /dev/shm (64 MiB in a
+    // default Docker container) is an error here instead of a SIGBUS inside
+    // a collective.
+    if (const int error = posix_fallocate(fd, 0, static_cast<off_t>(total)); error != 0) {
+      close(fd);
+      return fail(HCCL_E_MEMORY,
+                  "no room in /dev/shm for the " + std::to_string(total >> 20) +
+                      " MiB of transfer buffers (" + std::strerror(error) +
+                      "): lower HCCL_BUFFSIZE (MiB per rank) or enlarge /dev/shm (docker run "
+                      "--shm-size)");
+    }
   }
   void* mapped = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (mapped == MAP_FAILED) {
     return fail(HCCL_E_SYSCALL,
-                "mmap of the shared region failed: " + std::string(std::strerror(errno)));
+                "mmap of the shared segment failed: " + std::string(std::strerror(errno)));
   }
   comm->region_ = static_cast<CommRegion*>(mapped);
   comm->region_bytes_ = total;
@@ -262,30 +478,53 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   comm->slots_ = static_cast<char*>(mapped) + kHeaderBytes + channelBytes(nRanks);
   CommRegion& region = *comm->region_;
 
-  uint32_t ranks = 0;
-  if (!region.ranks.compare_exchange_strong(ranks, nRanks) && ranks != nRanks) {
-    return fail(HCCL_E_PARA, "this rank was given nRanks " + std::to_string(nRanks) +
-                                 ", another rank " + std::to_string(ranks) +
-                                 "; every rank must pass the same nRanks");
+  if (rank == 0) {
+    region.ranks.store(nRanks);
+    region.slot_bytes.store(slot_bytes);
+    region.rank[0].pid.store(static_cast<int32_t>(getpid()));
+    region.ready.store(kRegionReady); // last: the header is complete
+  } else {
+    // Rank 0 sized the segment and is filling in the header.
+    auto ready = [&] { return region.ready.load() == kRegionReady; };
+    while (!ready()) {
+      const int32_t creator = region.rank[0].pid.load();
+      if (creator != 0 && !processAlive(creator)) {
+        return fail(HCCL_E_REMOTE, "rank 0 (process " + std::to_string(creator) +
+                                       ") exited while creating the communicator");
+      }
+      if (Clock::now() >= deadline) {
+        return fail(HCCL_E_TIMEOUT, "joining the communicator timed out after " +
+                                        formatSeconds(connect_timeout) +
+                                        " s waiting for rank 0 to set up its shared segment. "
+                                        "The limit is HCCL_CONNECT_TIMEOUT seconds");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (const uint32_t ranks = region.ranks.load(); ranks != nRanks) {
+      return fail(HCCL_E_PARA, "this rank was given nRanks " + std::to_string(nRanks) +
+                                   ", rank 0 " + std::to_string(ranks) +
+                                   "; every rank must pass the same nRanks");
+    }
+    if (region.slot_bytes.load() != slot_bytes) {
+      return fail(HCCL_E_PARA, "the ranks disagree on the buffer size (HCCL_BUFFSIZE or "
+                               "hcclBufferSize); set the same value for every rank");
+    }
+    int32_t pid = 0;
+    if (!region.rank[rank].pid.compare_exchange_strong(pid, static_cast<int32_t>(getpid()))) {
+      return fail(HCCL_E_PARA, "rank " + std::to_string(rank) +
+                                   " has already joined this communicator (process " +
+                                   std::to_string(pid) +
+                                   "); every process must pass a different rank");
+    }
   }
-  uint64_t slots = 0;
-  if (!region.slot_bytes.compare_exchange_strong(slots, slot_bytes) && slots != slot_bytes) {
-    return fail(HCCL_E_PARA, "the ranks disagree on HCCL_BUFFSIZE; set the same value for every rank");
-  }
-  int32_t pid = 0;
-  if (!region.rank[rank].pid.compare_exchange_strong(pid, static_cast<int32_t>(getpid()))) {
-    return fail(HCCL_E_PARA, "rank " + std::to_string(rank) +
-                                 " has already joined this communicator (process " +
-                                 std::to_string(pid) + "); every process must pass a different rank");
-  }
-  const HcclResult joined = comm->meet(envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout),
-                                       why);
-  // Everyone has mapped the region (or the job failed): the name is no
-  // longer needed, and the memory goes away with the last mapping.
-  if (rank == 0 || joined != HCCL_SUCCESS) {
+  // The last rank to map the segment removes its name: from then on it is
+  // reachable only through the mappings, and goes away with the last one.
+  if (region.mapped.fetch_add(1) + 1 == nRanks) {
     shm_unlink(comm->name_.c_str());
   }
+  const HcclResult joined = comm->meet(connect_timeout, why);
   if (joined != HCCL_SUCCESS) {
+    shm_unlink(comm->name_.c_str()); // when a rank never came to map it
     return joined;
   }
   *out = std::move(comm);
@@ -308,8 +547,14 @@ void Communicator::ring() {
 }
 
 HcclResult Communicator::failed(HcclResult code, std::string* why) {
-  HcclResult none = HCCL_SUCCESS;
-  error_.compare_exchange_strong(none, code);
+  {
+    // The reason is in place before anyone can see the error.
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (error_.load(std::memory_order_relaxed) == HCCL_SUCCESS) {
+      abort_reason_ = *why;
+      error_.store(code, std::memory_order_release);
+    }
+  }
   uint32_t nobody = 0;
   if (region_->failed_rank.compare_exchange_strong(nobody, rank_ + 1)) {
     region_->failed_code.store(static_cast<uint32_t>(code));
@@ -322,10 +567,19 @@ HcclResult Communicator::failed(HcclResult code, std::string* why) {
 HcclResult Communicator::checkUsable(std::string* why) const {
   const HcclResult error = asyncError();
   if (error != HCCL_SUCCESS) {
-    *why = "the communicator failed in an earlier collective (HCCL error " +
-        std::to_string(error) + "); destroy it and create a new one";
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    *why = "the communicator was aborted: it failed in an earlier collective (HCCL error " +
+        std::to_string(error) + ": " + abort_reason_ + "); destroy it and create a new one";
   }
   return error;
+}
+
+std::string Communicator::activity() const {
+  if (current_.kind == CollectiveKind{}) {
+    return "joining the communicator";
+  }
+  return describe(current_) + ", collective #" + std::to_string(current_.sequence) +
+      " of this communicator";
 }
 
 template <typename Ready, typename Late>
@@ -338,8 +592,10 @@ HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watch
     return HCCL_SUCCESS;
   }
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(timeout_seconds));
+  const auto deadline = std::isinf(timeout_seconds)
+      ? Clock::time_point::max()
+      : start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(timeout_seconds));
   auto next_liveness_check = start;
   for (;;) {
     const uint32_t bell = region.bell.load();
@@ -404,20 +660,78 @@ HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
       [&](const std::string& seconds) {
         std::vector<uint32_t> late;
         missing(&late);
-        return "timed out after " + seconds + " s waiting for rank(s) " + rankList(late) +
-            " (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-            "): every rank must call the same collectives in the same order. The limit is "
-            "HCCL_EXEC_TIMEOUT seconds (HCCL_CONNECT_TIMEOUT while connecting)";
+        const bool joining = current_.kind == CollectiveKind{};
+        return activity() + " timed out after " + seconds + " s waiting for rank(s) " +
+            rankList(late) + " (rank " + std::to_string(rank_) + " of " +
+            std::to_string(size_) + "), which did not arrive" +
+            (joining ? ". The limit is HCCL_CONNECT_TIMEOUT seconds"
+                     : ": every rank must call the same collectives in the same order. The "
+                       "limit is " + exec_timeout_origin_);
       },
       why);
+}
+
+// Note [Collective descriptors]
+// A collective's descriptor (kind, element count, type, reduce op, root and
+// sequence number) goes into rank_state.posted[sequence % 2] before the
+// rank reaches the collective's first meeting; after that meeting every
+// rank compares all ranks' descriptors with rank 0's, and on a mismatch
+// every rank fails with the same message, naming rank 0's side and the
+// first rank that differs, and the communicator is aborted. Until then a
+// rank has only written its own transfer buffer, so no output is touched.
+// Two slots suffice: a rank publishes collective n + 2 only after the first
+// meeting of collective n + 1, which every other rank reaches only after it
+// has read the descriptors of collective n. Without this check, ranks that
+// call different collectives (or the same with another size, type, op or
+// root) would meet at different phases of their own algorithms, combine
+// each other's buffers wrongly, and leave the meeting counters of every
+// later collective out of step. All-to-all descriptors carry no counts: the
+// per-pair counts are checked apart (allToAllV).
+HcclResult Communicator::begin(CollectiveDescriptor what, std::string* why) {
+  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  what.sequence = current_.sequence + 1;
+  current_ = what;
+  checked_ = false;
+  region_->rank[rank_].posted[what.sequence % 2] = what;
+  return HCCL_SUCCESS;
+}
+
+HcclResult Communicator::checkAgreement(std::string* why) {
+  checked_ = true;
+  const uint64_t parity = current_.sequence % 2;
+  const CollectiveDescriptor first = region_->rank[0].posted[parity];
+  for (uint32_t r = 1; r < size_; ++r) {
+    const CollectiveDescriptor other = region_->rank[r].posted[parity];
+    if (!agree(first, other)) {
+      *why = "rank 0 called " + describe(first) + " as collective #" +
+          std::to_string(first.sequence) + ", rank " + std::to_string(r) + " called " +
+          describe(other) + " as collective #" + std::to_string(other.sequence) +
+          ": every rank must call the same collectives, with the same count, type, reduce "
+          "op and root, in the same order. The communicator is aborted";
+      return failed(HCCL_E_PARA, why);
+    }
+  }
+  return HCCL_SUCCESS;
+}
+
+template <typename... Phase>
+HcclResult Communicator::runCollective(CollectiveDescriptor what, size_t count, size_t chunk,
+                                       std::string* why, Phase&&... phases) {
+  if (HcclResult error = begin(what, why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  if (count == 0) {
+    const HcclResult met = meet(exec_timeout_, why);
+    return met == HCCL_SUCCESS ? checkAgreement(why) : met;
+  }
+  return inChunks(count, chunk, why, std::forward<Phase>(phases)...);
 }
 
 template <typename... Phase>
 HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
                                   Phase&&... phases) {
-  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
-    return error;
-  }
   for (size_t off = 0; off < count; off += chunk) {
     const size_t m = std::min(chunk, count - off);
     HcclResult result = HCCL_SUCCESS;
@@ -426,6 +740,9 @@ HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
       if (result == HCCL_SUCCESS) {
         phase(off, m);
         result = meet(exec_timeout_, why);
+        if (result == HCCL_SUCCESS && !checked_) {
+          result = checkAgreement(why);
+        }
       }
     };
     (step(phases), ...);
@@ -439,8 +756,11 @@ HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
 HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, HcclDataType type,
                                    HcclReduceOp op, int64_t root, std::string* why) {
   const size_t esize = hcclElementSize(type);
-  return inChunks(
-      count, slot_bytes_ / esize, why,
+  const CollectiveDescriptor what{
+      root < 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduce, type, op,
+      root < 0 ? CollectiveDescriptor::kNoRoot : static_cast<uint32_t>(root), count};
+  return runCollective(
+      what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {
         std::memcpy(slot(rank_), static_cast<const char*>(send) + off * esize, m * esize);
       },
@@ -464,8 +784,10 @@ HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, u
                                    std::string* why) {
   const size_t esize = hcclElementSize(type);
   char* data = static_cast<char*>(buf);
-  return inChunks(
-      count, slot_bytes_ / esize, why,
+  const CollectiveDescriptor what{CollectiveKind::kBroadcast, type, HCCL_REDUCE_RESERVED, root,
+                                  count};
+  return runCollective(
+      what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {
         if (rank_ == root) {
           std::memcpy(slot(root), data + off * esize, m * esize);
@@ -481,8 +803,10 @@ HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, u
 HcclResult Communicator::allGather(const void* send, void* recv, size_t count, HcclDataType type,
                                    std::string* why) {
   const size_t esize = hcclElementSize(type);
-  return inChunks(
-      count, slot_bytes_ / esize, why,
+  const CollectiveDescriptor what{CollectiveKind::kAllGather, type, HCCL_REDUCE_RESERVED,
+                                  CollectiveDescriptor::kNoRoot, count};
+  return runCollective(
+      what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {
         std::memcpy(slot(rank_), static_cast<const char*>(send) + off * esize, m * esize);
       },
@@ -498,8 +822,10 @@ HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recv
   const size_t esize = hcclElementSize(type);
   // A rank's buffer holds one piece for every destination rank.
   const size_t chunk = slot_bytes_ / (esize * size_);
-  return inChunks(
-      recvCount, chunk, why,
+  const CollectiveDescriptor what{CollectiveKind::kReduceScatter, type, op,
+                                  CollectiveDescriptor::kNoRoot, recvCount};
+  return runCollective(
+      what, recvCount, chunk, why,
       [&](size_t off, size_t m) {
         for (uint32_t r = 0; r < size_; ++r) {
           std::memcpy(slot(rank_) + r * m * esize,
@@ -518,31 +844,32 @@ HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recv
 }
 
 HcclResult Communicator::barrier(std::string* why) {
-  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
-    return error;
-  }
-  return meet(exec_timeout_, why);
+  return runCollective(CollectiveDescriptor{CollectiveKind::kBarrier}, 0, 1, why);
 }
 
 HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>& sendCounts,
                                    const std::vector<uint64_t>& sendDispls, char* recv,
                                    const std::vector<uint64_t>& recvCounts,
                                    const std::vector<uint64_t>& recvDispls, HcclDataType type,
-                                   std::string* why) {
-  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+                                   bool even, std::string* why) {
+  const size_t esize = hcclElementSize(type);
+  const CollectiveDescriptor what{even ? CollectiveKind::kAllToAll : CollectiveKind::kAllToAllV,
+                                  type};
+  if (HcclResult error = begin(what, why); error != HCCL_SUCCESS) {
     return error;
   }
-  const size_t esize = hcclElementSize(type);
-  // First every rank publishes its type and counts, and all check that each
-  // pair agrees: a mismatch fails every rank with the same message instead of
-  // moving wrong data. [type, sendCounts[size], recvCounts[size]] in the buffer.
+  // First every rank publishes its counts, and all check that each pair
+  // agrees: a mismatch fails every rank with the same message instead of
+  // moving wrong data. [sendCounts[size], recvCounts[size]] in the buffer.
   const size_t n = size_;
-  std::vector<uint64_t> plan(1 + 2 * n);
-  plan[0] = static_cast<uint64_t>(type);
-  std::copy(sendCounts.begin(), sendCounts.end(), plan.begin() + 1);
-  std::copy(recvCounts.begin(), recvCounts.end(), plan.begin() + 1 + n);
+  std::vector<uint64_t> plan(2 * n);
+  std::copy(sendCounts.begin(), sendCounts.end(), plan.begin());
+  std::copy(recvCounts.begin(), recvCounts.end(), plan.begin() + n);
   std::memcpy(slot(rank_), plan.data(), plan.size() * sizeof(uint64_t));
   if (HcclResult r = meet(exec_timeout_, why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  if (HcclResult r = checkAgreement(why); r != HCCL_SUCCESS) {
     return r;
   }
   auto planOf = [&](uint32_t r, size_t i) {
@@ -552,16 +879,9 @@ HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>
   };
   uint64_t longest = 0; // the most elements any rank sends any other
   for (uint32_t from = 0; from < size_; ++from) {
-    if (planOf(from, 0) != planOf(0, 0)) {
-      const auto a = static_cast<HcclDataType>(planOf(0, 0));
-      const auto b = static_cast<HcclDataType>(planOf(from, 0));
-      *why = "rank 0 exchanges " + std::string(hcclDataTypeName(a)) + " but rank " +
-          std::to_string(from) + " " + hcclDataTypeName(b) + "; every rank must pass the same type";
-      return failed(HCCL_E_PARA, why);
-    }
     for (uint32_t to = 0; to < size_; ++to) {
-      const uint64_t sent = planOf(from, 1 + to);
-      const uint64_t expected = planOf(to, 1 + n + from);
+      const uint64_t sent = planOf(from, to);
+      const uint64_t expected = planOf(to, n + from);
       if (sent != expected) {
         *why = "rank " + std::to_string(from) + " sends " + std::to_string(sent) +
             " elements to rank " + std::to_string(to) + ", but rank " + std::to_string(to) +
@@ -731,8 +1051,8 @@ HcclResult Communicator::exchange(const std::vector<PeerMessage>& messages, std:
     return "timed out after " + seconds + " s (rank " + std::to_string(rank_) + " of " +
         std::to_string(size_) + ") waiting for " + waits +
         ": every send needs a matching receive on its peer, and two ranks that both send "
-        "first must batch the send with the receive (HcclBatchSendRecv). The limit is "
-        "HCCL_EXEC_TIMEOUT seconds";
+        "first must batch the send with the receive (HcclBatchSendRecv). The limit is " +
+        exec_timeout_origin_;
   };
   for (;;) {
     HcclResult error = HCCL_SUCCESS;

@@ -16,16 +16,23 @@
 // sender's buffer one chunk at a time, the receiver acknowledging each. See
 // Note [Point-to-point channels] in collective_comm.cpp.
 //
+// Every collective first publishes what it is (its descriptor) at its first
+// meeting, and every rank checks that all ranks called the same collective
+// before it moves any data (Note [Collective descriptors]).
+//
 // Waiting for peers: a short spin, then a futex on the shared header. A peer
-// that died, a peer whose collective failed, or HCCL_EXEC_TIMEOUT seconds
-// without progress fail the collective with a message naming the ranks; the
-// communicator then stays failed (HcclGetCommAsyncError), as a real one does.
+// that died, a peer whose collective failed, a mismatched collective, or the
+// exec timeout passing without progress fail the collective with a message
+// naming the collective and the ranks; the communicator is then aborted
+// (HcclGetCommAsyncError, and every later call fails saying why), as a real
+// one is.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,6 +42,35 @@ namespace npu_sim {
 
 struct CommRegion; // the shared header, in collective_comm.cpp
 struct Channel;    // one sender-receiver pair's state, in collective_comm.cpp
+
+// The collectives, as descriptors name them. HcclAlltoAll is the even case
+// of HcclAlltoAllV: the two agree with each other.
+enum class CollectiveKind : uint32_t {
+  kAllReduce = 1,
+  kReduce,
+  kBroadcast,
+  kAllGather,
+  kReduceScatter,
+  kBarrier,
+  kAllToAll,
+  kAllToAllV,
+};
+
+// What a rank's collective is: every rank publishes it at the collective's
+// first meeting and checks the others' (Note [Collective descriptors]).
+struct CollectiveDescriptor {
+  static constexpr uint32_t kNoRoot = UINT32_MAX;
+
+  CollectiveKind kind{}; // 0: none
+  HcclDataType type = HCCL_DATA_TYPE_RESERVED; // none for a barrier
+  HcclReduceOp op = HCCL_REDUCE_RESERVED;      // none unless it reduces
+  uint32_t root = kNoRoot;
+  uint64_t count = 0;    // elements per rank as the API takes them (0 for all-to-all)
+  uint64_t sequence = 0; // 1 for the communicator's first collective
+};
+
+// "HcclAllReduce(count=1024, float32, sum)".
+std::string describe(const CollectiveDescriptor& d);
 
 // One message of a point-to-point exchange, at a host-accessible address.
 struct PeerMessage {
@@ -48,10 +84,12 @@ struct PeerMessage {
 class Communicator {
  public:
   // Attaches rank `rank` of `nRanks` to the job `root` names and waits
-  // (HCCL_CONNECT_TIMEOUT seconds) until every rank has attached.
+  // (HCCL_CONNECT_TIMEOUT seconds) until every rank has attached. `config`
+  // (may be null) sets the buffer size and exec timeout, taking precedence
+  // over HCCL_BUFFSIZE and HCCL_EXEC_TIMEOUT.
   static HcclResult create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
-                           uint32_t device, std::shared_ptr<Communicator>* out,
-                           std::string* why);
+                           uint32_t device, const HcclCommConfig* config,
+                           std::shared_ptr<Communicator>* out, std::string* why);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -63,8 +101,13 @@ class Communicator {
 
   // The first error of a collective on this rank, or HCCL_SUCCESS.
   HcclResult asyncError() const { return error_.load(std::memory_order_acquire); }
+  // HCCL_SUCCESS, or the first error with a message saying that the
+  // communicator is aborted and why.
+  HcclResult checkUsable(std::string* why) const;
 
   // The collectives, on host-accessible addresses, run by a stream's worker.
+  // Each checks first that every rank runs the same collective (Note
+  // [Collective descriptors]).
   // `root` < 0 for allReduce: every rank receives the result; otherwise only
   // that rank does (HcclReduce).
   HcclResult allReduce(const void* send, void* recv, size_t count, HcclDataType type,
@@ -77,13 +120,13 @@ class Communicator {
                            HcclReduceOp op, std::string* why);
   HcclResult barrier(std::string* why);
   // All-to-all with per-pair element counts and displacements (HcclAlltoAllV;
-  // HcclAlltoAll is the even case). Every rank checks first that what each
+  // HcclAlltoAll is the `even` case). Every rank checks first that what each
   // rank sends each other matches what that one expects to receive.
   HcclResult allToAllV(const char* send, const std::vector<uint64_t>& sendCounts,
                        const std::vector<uint64_t>& sendDispls, char* recv,
                        const std::vector<uint64_t>& recvCounts,
                        const std::vector<uint64_t>& recvDispls, HcclDataType type,
-                       std::string* why);
+                       bool even, std::string* why);
   // Sends and receives `messages` together (a send and a receive between the
   // same two ranks cannot deadlock); messages between one pair of ranks
   // match in order. A receive whose size or type differs from the matching
@@ -92,15 +135,30 @@ class Communicator {
 
  private:
   Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
-               double exec_timeout);
+               double exec_timeout, std::string exec_timeout_origin);
 
   char* slot(uint32_t r) const;
-  // Moves `count` elements in chunks of at most `chunk`: for each chunk, each
-  // of `phases(offset, length)` in turn, every one followed by a meeting.
+  // Runs the collective `what`: publishes it, then moves `count` elements in
+  // chunks of at most `chunk`: for each chunk, each of `phases(offset,
+  // length)` in turn, every one followed by a meeting. After the first
+  // meeting, checks that every rank runs `what` (Note [Collective
+  // descriptors]). With no elements there is that one meeting only.
+  template <typename... Phase>
+  HcclResult runCollective(CollectiveDescriptor what, size_t count, size_t chunk,
+                           std::string* why, Phase&&... phases);
+  // The chunked data movement of runCollective, after begin().
   template <typename... Phase>
   HcclResult inChunks(size_t count, size_t chunk, std::string* why, Phase&&... phases);
+  // Starts the collective `what` (sequence number, published descriptor).
+  HcclResult begin(CollectiveDescriptor what, std::string* why);
+  // After the first meeting of the current collective: fails every rank,
+  // with the same message naming both sides, unless all ranks run it.
+  HcclResult checkAgreement(std::string* why);
   // Waits until every rank has reached this rank's next meeting point.
   HcclResult meet(double timeout_seconds, std::string* why);
+  // "HcclAllReduce(count=4, float32, sum), collective #3 of this
+  // communicator", or "joining the communicator" before the first one.
+  std::string activity() const;
   // Waits until `ready()`; fails (and marks the communicator failed) when a
   // rank failed, a rank of `watched` exited, or `timeout_seconds` passed
   // (`late()` then names what was awaited).
@@ -109,14 +167,19 @@ class Communicator {
                    Late&& late, std::string* why);
   Channel& channel(uint32_t from, uint32_t to) const;
   void ring();
+  // Aborts the communicator with `code` and the message in `why` (the
+  // first failure wins) and tells the other ranks; returns `code`.
   HcclResult failed(HcclResult code, std::string* why);
-  HcclResult checkUsable(std::string* why) const;
 
   const std::string name_;
   const uint32_t size_;
   const uint32_t rank_;
   const uint32_t device_;
-  const double exec_timeout_; // HCCL_EXEC_TIMEOUT, read when the communicator is made
+  // How long a collective waits for its peers (infinity: no limit), from the
+  // config or HCCL_EXEC_TIMEOUT, read when the communicator is made; and
+  // where that limit came from, for error messages.
+  const double exec_timeout_;
+  const std::string exec_timeout_origin_;
   CommRegion* region_ = nullptr;
   size_t region_bytes_ = 0;
   size_t slot_bytes_ = 0;
@@ -124,7 +187,12 @@ class Communicator {
   Channel* channels_ = nullptr; // size_ * size_, by sender then receiver
   std::vector<uint32_t> all_ranks_; // 0 .. size_ - 1, whom a meeting waits for
   uint64_t meetings_ = 0; // meeting points passed; only the stream worker touches it
+  // The collective under way (kind 0 before the first); stream worker only.
+  CollectiveDescriptor current_{};
+  bool checked_ = false; // current_ was checked against the other ranks'
   std::atomic<HcclResult> error_{HCCL_SUCCESS};
+  mutable std::mutex abort_mutex_;
+  std::string abort_reason_; // guarded by abort_mutex_
 };
 
 // A new job's root info: a name no other job on this machine uses.

@@ -195,6 +195,11 @@ HcclResult launch(const char* api, aclrtStream stream, std::shared_ptr<Communica
                     "the stream belongs to device " + std::to_string(s->device()) +
                         ", the communicator to device " + std::to_string(comm->device()));
   }
+  // An aborted communicator refuses work at once, saying why; work queued
+  // before the abort became known fails on the device the same way.
+  if (std::string why; comm->checkUsable(&why) != HCCL_SUCCESS) {
+    return hcclFail(comm->asyncError(), api, why);
+  }
   struct Closure {
     const char* api;
     std::shared_ptr<Communicator> comm;
@@ -309,10 +314,11 @@ uint64_t extentOf(const std::vector<uint64_t>& counts, const std::vector<uint64_
   return extent;
 }
 
-HcclResult allToAll(const char* api, const void* sendBuf, std::vector<uint64_t> sendCounts,
-                    std::vector<uint64_t> sdispls, HcclDataType sendType, const void* recvBuf,
-                    std::vector<uint64_t> recvCounts, std::vector<uint64_t> rdispls,
-                    HcclDataType recvType, std::shared_ptr<Communicator> c, aclrtStream stream) {
+HcclResult allToAll(const char* api, bool even, const void* sendBuf,
+                    std::vector<uint64_t> sendCounts, std::vector<uint64_t> sdispls,
+                    HcclDataType sendType, const void* recvBuf, std::vector<uint64_t> recvCounts,
+                    std::vector<uint64_t> rdispls, HcclDataType recvType,
+                    std::shared_ptr<Communicator> c, aclrtStream stream) {
   char* send = nullptr;
   char* recv = nullptr;
   const HcclResult refused = firstFailure(
@@ -342,8 +348,31 @@ HcclResult allToAll(const char* api, const void* sendBuf, std::vector<uint64_t> 
                 [=, sc = std::move(sendCounts), sd = std::move(sdispls),
                  rc = std::move(recvCounts), rd = std::move(rdispls)](Communicator& comm,
                                                                       std::string* why) {
-                  return comm.allToAllV(send, sc, sd, recv, rc, rd, sendType, why);
+                  return comm.allToAllV(send, sc, sd, recv, rc, rd, sendType, even, why);
                 });
+}
+
+HcclResult initCommunicator(const char* api, uint32_t nRanks, const HcclRootInfo* rootInfo,
+                            uint32_t rank, const HcclCommConfig* config, HcclComm* comm) {
+  return guardedHccl(api, [&] {
+    if (rootInfo == nullptr || comm == nullptr) {
+      return hcclFail(HCCL_E_PTR, api, rootInfo == nullptr ? "rootInfo is null" : "comm is null");
+    }
+    Runtime& rt = Runtime::get();
+    Device* device = nullptr;
+    if (rt.check(api) != ACL_SUCCESS || rt.currentDevice(api, &device) != ACL_SUCCESS) {
+      return HCCL_E_RUNTIME; // e.g. no aclrtSetDevice yet; the recent error says so
+    }
+    std::shared_ptr<Communicator> created;
+    std::string why;
+    const HcclResult result =
+        Communicator::create(*rootInfo, nRanks, rank, device->id(), config, &created, &why);
+    if (result != HCCL_SUCCESS) {
+      return hcclFail(result, api, why);
+    }
+    *comm = CommRegistry::get().add(std::move(created));
+    return HCCL_SUCCESS;
+  });
 }
 
 } // namespace
@@ -367,26 +396,18 @@ NPU_SIM_EXPORT HcclResult HcclGetRootInfo(HcclRootInfo* rootInfo) {
 
 NPU_SIM_EXPORT HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo* rootInfo,
                                                uint32_t rank, HcclComm* comm) {
-  const char* api = "HcclCommInitRootInfo";
-  return guardedHccl(api, [&] {
-    if (rootInfo == nullptr || comm == nullptr) {
-      return hcclFail(HCCL_E_PTR, api, rootInfo == nullptr ? "rootInfo is null" : "comm is null");
-    }
-    Runtime& rt = Runtime::get();
-    Device* device = nullptr;
-    if (rt.check(api) != ACL_SUCCESS || rt.currentDevice(api, &device) != ACL_SUCCESS) {
-      return HCCL_E_RUNTIME; // e.g. no aclrtSetDevice yet; the recent error says so
-    }
-    std::shared_ptr<Communicator> created;
-    std::string why;
-    const HcclResult result =
-        Communicator::create(*rootInfo, nRanks, rank, device->id(), &created, &why);
-    if (result != HCCL_SUCCESS) {
-      return hcclFail(result, api, why);
-    }
-    *comm = CommRegistry::get().add(std::move(created));
-    return HCCL_SUCCESS;
-  });
+  return initCommunicator("HcclCommInitRootInfo", nRanks, rootInfo, rank, nullptr, comm);
+}
+
+NPU_SIM_EXPORT HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks,
+                                                     const HcclRootInfo* rootInfo, uint32_t rank,
+                                                     const HcclCommConfig* config,
+                                                     HcclComm* comm) {
+  const char* api = "HcclCommInitRootInfoConfig";
+  if (config == nullptr) {
+    return hcclFail(HCCL_E_PTR, api, "config is null");
+  }
+  return initCommunicator(api, nRanks, rootInfo, rank, config, comm);
 }
 
 NPU_SIM_EXPORT HcclResult HcclCommDestroy(HcclComm comm) {
@@ -447,7 +468,7 @@ NPU_SIM_EXPORT HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t c
         [&] { return checkOp(api, op); },
         [&] { return deviceBuffer(api, "sendBuf", sendBuf, count, dataType, *c, &send); },
         [&] { return deviceBuffer(api, "recvBuf", recvBuf, count, dataType, *c, &recv); });
-    if (refused != HCCL_SUCCESS || count == 0) {
+    if (refused != HCCL_SUCCESS) {
       return refused;
     }
     return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
@@ -473,7 +494,7 @@ NPU_SIM_EXPORT HcclResult HcclReduce(void* sendBuf, void* recvBuf, uint64_t coun
               ? deviceBuffer(api, "recvBuf", recvBuf, count, dataType, *c, &recv)
               : HCCL_SUCCESS;
         });
-    if (refused != HCCL_SUCCESS || count == 0) {
+    if (refused != HCCL_SUCCESS) {
       return refused;
     }
     return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
@@ -492,7 +513,7 @@ NPU_SIM_EXPORT HcclResult HcclBroadcast(void* buf, uint64_t count, HcclDataType 
         [&] { return findComm(api, comm, &c); }, [&] { return checkType(api, dataType); },
         [&] { return checkRoot(api, root, *c); },
         [&] { return deviceBuffer(api, "buf", buf, count, dataType, *c, &data); });
-    if (refused != HCCL_SUCCESS || count == 0) {
+    if (refused != HCCL_SUCCESS) {
       return refused;
     }
     return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
@@ -516,7 +537,7 @@ NPU_SIM_EXPORT HcclResult HcclAllGather(void* sendBuf, void* recvBuf, uint64_t s
           return deviceBuffer(api, "recvBuf", recvBuf, sendCount * c->size(), dataType, *c,
                               &recv);
         });
-    if (refused != HCCL_SUCCESS || sendCount == 0) {
+    if (refused != HCCL_SUCCESS) {
       return refused;
     }
     return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
@@ -541,7 +562,7 @@ NPU_SIM_EXPORT HcclResult HcclReduceScatter(void* sendBuf, void* recvBuf, uint64
           return deviceBuffer(api, "sendBuf", sendBuf, recvCount * c->size(), dataType, *c,
                               &send);
         });
-    if (refused != HCCL_SUCCESS || recvCount == 0) {
+    if (refused != HCCL_SUCCESS) {
       return refused;
     }
     return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
@@ -642,7 +663,7 @@ NPU_SIM_EXPORT HcclResult HcclAlltoAll(const void* sendBuf, uint64_t sendCount,
       sdispls[r] = r * sendCount;
       rdispls[r] = r * recvCount;
     }
-    return allToAll(api, sendBuf, std::vector<uint64_t>(n, sendCount), std::move(sdispls),
+    return allToAll(api, true, sendBuf, std::vector<uint64_t>(n, sendCount), std::move(sdispls),
                     sendType, recvBuf, std::vector<uint64_t>(n, recvCount), std::move(rdispls),
                     recvType, std::move(c), stream);
   });
@@ -666,7 +687,7 @@ NPU_SIM_EXPORT HcclResult HcclAlltoAllV(const void* sendBuf, const void* sendCou
     if (refused != HCCL_SUCCESS) {
       return refused;
     }
-    return allToAll(api, sendBuf, std::move(sc), std::move(sd), sendType, recvBuf,
+    return allToAll(api, false, sendBuf, std::move(sc), std::move(sd), sendType, recvBuf,
                     std::move(rc), std::move(rd), recvType, std::move(c), stream);
   });
 }

@@ -179,6 +179,8 @@ _SIGNATURES = {
     # HCCL (hccl_functions.h); HcclComm and aclrtStream are pointers
     "HcclGetRootInfo": (c_int, [c_void_p]),
     "HcclCommInitRootInfo": (c_int, [c_uint32, c_void_p, c_uint32, POINTER(c_void_p)]),
+    "HcclCommInitRootInfoConfig": (c_int, [c_uint32, c_void_p, c_uint32, c_void_p,
+                                           POINTER(c_void_p)]),
     "HcclCommDestroy": (c_int, [c_void_p]),
     "HcclGetRankSize": (c_int, [c_void_p, POINTER(c_uint32)]),
     "HcclGetRankId": (c_int, [c_void_p, POINTER(c_uint32)]),

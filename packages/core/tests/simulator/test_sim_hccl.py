@@ -7,13 +7,16 @@ torch-npu's process group does through the c10d store).
 
 import array
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 from _simlib import (
+    HCCL_E_PARA,
     HCCL_FP32,
     HCCL_FP64,
     HCCL_INT8,
@@ -25,28 +28,47 @@ from _simlib import (
 )
 from conftest import TESTS_DIR, Runner
 
+# The name in /dev/shm of the segment a simulator root info names.
+SEGMENT_OF = """
+def segment_of(root_bytes):
+    return root_bytes[root_bytes.index(b"/npu-sim-hccl-") + 1:].split(b"\\0")[0].decode()
+"""
+
 # Joins the communicator; afterwards `comm`, `rank`, `world` and `stream`
-# (the current device's default stream, None) are defined.
+# (the current device's default stream, None) are defined, and `join(tag)`
+# makes another communicator of all ranks.
 JOIN = """\
 import array, struct
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
+""" + SEGMENT_OF + """
 sim.set_device(rank)
-root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
-root_file = os.environ["ROOT_FILE"]
-if rank == 0:
-    assert lib.HcclGetRootInfo(root) == HCCL_SUCCESS
-    with open(root_file + ".tmp", "wb") as f:
-        f.write(root.raw)
-    os.rename(root_file + ".tmp", root_file)
-else:
-    deadline = time.time() + 30
-    while not os.path.exists(root_file):
-        assert time.time() < deadline, "rank 0 never published the root info"
-        time.sleep(0.01)
-    root.raw = open(root_file, "rb").read()
-comm = ctypes.c_void_p()
-rc = lib.HcclCommInitRootInfo(int(os.environ.get("NRANKS", world)), root, rank, ctypes.byref(comm))
-assert rc == HCCL_SUCCESS, (rc, sim.err())
+
+def join(tag="", config=None):
+    root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
+    root_file = os.environ["ROOT_FILE"] + tag
+    if rank == 0:
+        assert lib.HcclGetRootInfo(root) == HCCL_SUCCESS
+        with open(root_file + ".tmp", "wb") as f:
+            f.write(root.raw)
+        os.rename(root_file + ".tmp", root_file)
+    else:
+        deadline = time.time() + 30
+        while not os.path.exists(root_file):
+            assert time.time() < deadline, "rank 0 never published the root info"
+            time.sleep(0.01)
+        root.raw = open(root_file, "rb").read()
+    global segment  # the shared segment's name in /dev/shm
+    segment = segment_of(root.raw)
+    comm = ctypes.c_void_p()
+    n = int(os.environ.get("NRANKS", world))
+    if config is None:
+        rc = lib.HcclCommInitRootInfo(n, root, rank, ctypes.byref(comm))
+    else:
+        rc = lib.HcclCommInitRootInfoConfig(n, root, rank, config, ctypes.byref(comm))
+    assert rc == HCCL_SUCCESS, (rc, sim.err())
+    return comm
+
+comm = join()
 stream = None
 
 def upload(values, code):
@@ -341,6 +363,82 @@ def test_mismatched_point_to_point_and_all_to_all_fail_with_both_sides(runner, t
         assert "rank 0 sends 2 elements to rank 1, but rank 1 expects 1 from rank 0" in out
 
 
+# Pairs of collectives that must not run together: (what rank 0 calls, what
+# rank 1 calls, the descriptors the error names). `f` and `i` are device
+# buffers of 8 float32 and 8 int32 elements, `c` the communicator.
+MISMATCHES = [
+    ("lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclBroadcast(f, 4, HCCL_FP32, 0, c, stream)",
+     "HcclAllReduce(count=4, float32, sum)", "HcclBroadcast(count=4, float32, root=0)"),
+    ("lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclAllReduce(f, f, 3, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclAllReduce(count=4, float32, sum)", "HcclAllReduce(count=3, float32, sum)"),
+    ("lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclAllReduce(i, i, 4, HCCL_INT32, HCCL_SUM, c, stream)",
+     "HcclAllReduce(count=4, float32, sum)", "HcclAllReduce(count=4, int32, sum)"),
+    ("lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_MAX, c, stream)",
+     "HcclAllReduce(count=4, float32, sum)", "HcclAllReduce(count=4, float32, max)"),
+    ("lib.HcclReduce(f, f, 4, HCCL_FP32, HCCL_SUM, 0, c, stream)",
+     "lib.HcclReduce(f, f, 4, HCCL_FP32, HCCL_SUM, 1, c, stream)",
+     "HcclReduce(count=4, float32, sum, root=0)", "HcclReduce(count=4, float32, sum, root=1)"),
+    ("lib.HcclBroadcast(f, 8, HCCL_FP32, 0, c, stream)",
+     "lib.HcclBroadcast(f, 8, HCCL_FP32, 1, c, stream)",
+     "HcclBroadcast(count=8, float32, root=0)", "HcclBroadcast(count=8, float32, root=1)"),
+    ("lib.HcclAllGather(f, f, 2, HCCL_FP32, c, stream)",
+     "lib.HcclReduceScatter(f, f, 2, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclAllGather(count=2, float32)", "HcclReduceScatter(count=2, float32, sum)"),
+    ("lib.HcclBarrier(c, stream)",
+     "lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclBarrier()", "HcclAllReduce(count=4, float32, sum)"),
+    ("lib.HcclAlltoAll(f, 2, HCCL_FP32, f, 2, HCCL_FP32, c, stream)",
+     "lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclAlltoAll(float32)", "HcclAllReduce(count=4, float32, sum)"),
+    ("lib.HcclAllReduce(f, f, 0, HCCL_FP32, HCCL_SUM, c, stream)",
+     "lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)",
+     "HcclAllReduce(count=0, float32, sum)", "HcclAllReduce(count=4, float32, sum)"),
+]
+
+
+def test_mismatched_collectives_fail_every_rank_and_abort_the_communicator(runner, tmp_path):
+    calls = [(first, second) for first, second, _, _ in MISMATCHES]
+    results = run_ranks(runner, tmp_path, """
+        f = upload([1.0] * 8, "f")
+        i = upload([1] * 8, "i")
+        for k, (first, second) in enumerate(CALLS):
+            c = join(str(k))
+            # A matched collective first: the mismatch is collective #2.
+            ok(lib.HcclAllReduce(f, f, 1, HCCL_FP32, HCCL_SUM, c, stream))
+            ok(eval(first if rank == 0 else second))
+            print(k, lib.aclrtSynchronizeDevice(), sim.err())
+            # The communicator is aborted: the next call is refused at once.
+            rc = lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, c, stream)
+            print(k, rc, sim.err())
+            ok(lib.HcclCommDestroy(c))
+        # A new communicator of the same ranks works.
+        c = join("last")
+        g = upload([rank + 1.0] * 4, "f")
+        ok(lib.HcclAllReduce(g, g, 4, HCCL_FP32, HCCL_SUM, c, stream))
+        sim.sync()
+        print(download(g, 4, "f"))
+    """.replace("CALLS", repr(calls)), HCCL_BUFFSIZE=1, timeout=60)
+    outs = all_ok(results)
+    for rank, out in enumerate(outs):
+        lines = out.splitlines()
+        assert lines[-1] == "[3.0, 3.0, 3.0, 3.0]"
+        for k, (first, second, mine, theirs) in enumerate(MISMATCHES):
+            failure, refusal = lines[2 * k], lines[2 * k + 1]
+            api = (mine if rank == 0 else theirs).split("(")[0]
+            expected = (f"rank 0 called {mine} as collective #2, rank 1 called {theirs} as "
+                        "collective #2: every rank must call the same collectives")
+            assert failure.startswith(f"{k} 507015 "), failure  # ACL_ERROR_RT_AICORE_EXCEPTION
+            assert f"{api} failed on rank {rank} of 2: {expected}" in failure, failure
+            assert "The communicator is aborted" in failure
+            assert refusal.startswith(f"{k} 1 "), refusal  # HCCL_E_PARA, at the call
+            assert "HcclAllReduce: the communicator was aborted" in refusal, refusal
+            assert expected in refusal, refusal
+
+
 def test_point_to_point_arguments_are_checked_on_the_host(runner, tmp_path):
     outs = all_ok(run_ranks(runner, tmp_path, SEND_RECV_ITEM + textwrap.dedent("""
         p = upload([1.0, 2.0], "f")
@@ -476,16 +574,16 @@ def test_a_peer_that_exits_fails_the_collective_with_its_rank(runner, tmp_path):
         error = ctypes.c_int()
         ok(lib.HcclGetCommAsyncError(comm, ctypes.byref(error)))
         print(error.value)
-        # The communicator stays failed: the next collective fails at once.
-        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
-        print(lib.aclrtSynchronizeDevice(), sim.err())
+        # The communicator stays failed: the next collective is refused.
+        print(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream), sim.err())
     """, timeout=30)
     out = all_ok(results)[0].splitlines()
     assert out[0].startswith("507015 ")  # ACL_ERROR_RT_AICORE_EXCEPTION
     assert "HcclAllReduce failed on rank 0 of 2" in out[0]
     assert "rank 1 (process" in out[0] and "exited before the collective completed" in out[0]
     assert out[1] == "21"  # HCCL_E_REMOTE
-    assert out[2].startswith("507015 ") and "failed in an earlier collective" in out[2]
+    assert out[2].startswith("21 HcclAllReduce: the communicator was aborted") and (
+        "failed in an earlier collective" in out[2] and "exited before the collective" in out[2])
 
 
 def test_a_late_peer_times_out_and_fails_its_peers_too(runner, tmp_path):
@@ -503,6 +601,43 @@ def test_a_late_peer_times_out_and_fails_its_peers_too(runner, tmp_path):
     assert late.startswith("507015 ") and "rank 0 of the communicator failed" in late
 
 
+# HcclCommConfig as CANN lays it out: a 24-byte header (size, magic word,
+# version, reserved), then the fields; these tests set two of them.
+COMM_CONFIG = """
+CONFIG_BYTES, BUFFER_SIZE_AT, EXEC_TIMEOUT_AT = 2240, 24, 316
+
+def comm_config(exec_timeout=-1, buffer_mib=0xFFFFFFFF, magic=0xF0F0F0F0):
+    raw = bytearray(CONFIG_BYTES)
+    struct.pack_into("<QII", raw, 0, CONFIG_BYTES, magic, 10)
+    struct.pack_into("<I", raw, BUFFER_SIZE_AT, buffer_mib)
+    struct.pack_into("<i", raw, EXEC_TIMEOUT_AT, exec_timeout)
+    return ctypes.create_string_buffer(bytes(raw), CONFIG_BYTES)
+"""
+
+
+def test_the_config_exec_timeout_takes_precedence_over_the_environment(runner, tmp_path):
+    results = run_ranks(runner, tmp_path, COMM_CONFIG + textwrap.dedent("""
+        bad, fresh = ctypes.c_void_p(), ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
+        ok(lib.HcclGetRootInfo(fresh))
+        print(lib.HcclCommInitRootInfoConfig(2, fresh, rank, comm_config(magic=0),
+                                             ctypes.byref(bad)), sim.err())
+        c = join("config", comm_config(exec_timeout=1))
+        p = upload([1.0], "f")
+        if rank == 1:
+            time.sleep(2.5)  # alive, but late for the collective
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, c, stream))
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+    """), HCCL_EXEC_TIMEOUT=600, timeout=30)
+    first, late = all_ok(results)
+    refused = first.splitlines()[0]
+    assert refused.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfoConfig: config was not "
+                              "initialised"), refused
+    failure = first.splitlines()[1]
+    assert ("HcclAllReduce(count=1, float32, sum), collective #1 of this communicator timed out "
+            "after 1 s waiting for rank(s) 1 (rank 0 of 2), which did not arrive") in failure
+    assert "The limit is the communicator's hcclExecTimeOut" in failure, failure
+
+
 def test_a_single_rank_communicator(runner, tmp_path):
     outs = all_ok(run_ranks(runner, tmp_path, """
         p = upload([1, 2, 3], "q")
@@ -516,13 +651,76 @@ def test_a_single_rank_communicator(runner, tmp_path):
 
 def test_the_shared_region_is_gone_after_the_job(runner, tmp_path):
     before = set(os.listdir("/dev/shm"))
-    all_ok(run_ranks(runner, tmp_path, """
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        # Every rank has mapped the segment: its name is gone already.
+        print(os.path.exists("/dev/shm/" + segment))
         p = upload([1.0], "f")
         ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
         sim.sync()
     """))
+    assert outs == ["False\n", "False\n"]
     leaked = [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("npu-sim-hccl")]
     assert leaked == []
+
+
+def test_a_segment_someone_else_made_is_never_used(runner, tmp_path):
+    # Note [Shared segments]: a name that exists before rank 0 creates it
+    # fails rank 0's init; one open to others fails a joining rank's.
+    result = runner.run(SEGMENT_OF + textwrap.dedent("""
+        sim.set_device(0)
+        root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
+        assert lib.HcclGetRootInfo(root) == HCCL_SUCCESS
+        path = "/dev/shm/" + segment_of(root.raw)
+        os.umask(0)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644))
+        comm = ctypes.c_void_p()
+        print(lib.HcclCommInitRootInfo(2, root, 0, ctypes.byref(comm)), sim.err())
+        print(lib.HcclCommInitRootInfo(2, root, 1, ctypes.byref(comm)), sim.err())
+        print(os.path.exists(path))  # left alone: it is not the job's
+        os.unlink(path)
+    """))
+    assert result.returncode == 0, result.stderr
+    creator, joiner, kept = result.stdout.splitlines()
+    assert creator.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfo: the shared-memory segment ")
+    assert "already exists: another process made it" in creator, creator
+    assert joiner.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfo: the shared-memory segment ")
+    assert "with mode 644, not to this user" in joiner and "so it is not used" in joiner, joiner
+    assert kept == "True"
+
+
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_rank_killed_while_joining_leaves_nothing_behind(runner, tmp_path, victim):
+    # A communicator of three ranks of which two come: both wait in the
+    # connect phase until one is killed; the other then fails at once,
+    # naming it, and the segment is gone once both have exited.
+    code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + JOIN
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=runner.env(RANK=r, WORLD=2, NRANKS=3, ROOT_FILE=tmp_path / "root",
+                                             HCCL_BUFFSIZE=1))
+             for r in range(2)]
+    root_file = tmp_path / "root"
+    try:
+        deadline = time.time() + 30
+        while not root_file.exists() or not os.path.exists(segment_path(root_file)):
+            assert time.time() < deadline, "rank 0 never created the segment"
+            time.sleep(0.01)
+        time.sleep(0.5)  # rank 1 maps it and joins the wait
+        procs[victim].send_signal(signal.SIGKILL)
+        _, err = procs[1 - victim].communicate(timeout=30)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert f"rank {victim} (process {procs[victim].pid}) exited" in err, err
+    assert not os.path.exists(segment_path(root_file))
+
+
+def segment_path(root_file):
+    """The path in /dev/shm of the segment of the root info in `root_file`."""
+    scope = {}
+    exec(SEGMENT_OF, scope)
+    return "/dev/shm/" + scope["segment_of"](root_file.read_bytes())
 
 
 def test_no_room_in_dev_shm_is_an_error_at_init(runner, tmp_path):
