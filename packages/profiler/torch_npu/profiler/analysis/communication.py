@@ -10,10 +10,13 @@ the layout Ascend documents for a rank's ASCEND_PROFILER_OUTPUT.
 What the simulator's records hold decides what is measured: each collective
 is one device item (its start and end on the communicator's stream), with
 no breakdown into transfers and waits (CANN's Notify_Wait and Memcpy
-sub-tasks). So Elapse Time is measured; Transit Time is the whole elapse,
-and Wait, Synchronization and Idle Time are 0. Sizes come from the
-launching op's input shapes (record_shapes=True); without them the sizes and
-bandwidths are 0. The simulator's transport, shared memory between the
+sub-tasks) and no byte count. So Elapse Time is measured; Transit Time is
+the whole elapse, and Wait, Synchronization and Idle Time are 0. Sizes come
+from the launching c10d op's input tensor's shape and dtype (record_shapes=True) when
+torch records both, i.e. for ops taking a tensor (all_gather_into_tensor,
+reduce_scatter_tensor, all_to_all_single); ops taking a tensor list
+(all_reduce, broadcast, ...) record no dtype, and their size and bandwidth
+are 0. The simulator's transport, shared memory between the
 ranks' processes on one host, is reported as HCCS (the intra-node link).
 """
 
@@ -24,11 +27,12 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from .model import DeviceItem, RunModel
+from .model import DeviceItem, HostOp, RunModel
 
 TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 SIMULATED_TRANSPORT = "HCCS"
 _P2P = ("HcclSend", "HcclRecv")
+_OUTPUT_FIRST = ("c10d::_allgather_base_", "c10d::_reduce_scatter_base_", "c10d::alltoall_base_")
 _LARGE_PACKET_MB = 10  # transfers from this size on count as large packets
 _MB = 1024 * 1024
 
@@ -53,36 +57,40 @@ def op_type(item: DeviceItem) -> str:
     return f"hcom_{name[:1].lower()}{name[1:]}_"
 
 
-def _transit_bytes(item: DeviceItem) -> int:
-    """The bytes of the launching op's tensor inputs (torch's Input Dims and
-    Input type, with record_shapes); 0 when unknown."""
+def _collective_op(model: RunModel, item: DeviceItem) -> HostOp | None:
+    """The c10d op (``c10d::allreduce_``, ...) that launched ``item``: the
+    innermost op is the backend's annotation (``hccl:all_reduce``), which
+    may outlast the c10d op and so not nest in it; the c10d op is the one on
+    its thread running when the annotation began."""
+    op = item.op
+    if op is None:
+        return None
+    for host_op in model.host_ops:
+        if (host_op.tid == op.tid and host_op.name.startswith("c10d::")
+                and host_op.start_ns <= op.start_ns <= host_op.end_ns):
+            return host_op
+    return None
+
+
+def _transit_bytes(model: RunModel, item: DeviceItem) -> int:
+    """The bytes of the collective's first tensor input, from torch's Input
+    Dims and Input type (record_shapes); 0 when unknown. c10d ops taking a
+    tensor list (all_reduce, broadcast, ...) record the shapes but not the
+    dtype, so their size is unknown too."""
     if item.bytes:
         return item.bytes
-    op = item.op
-    while op is not None and "Input Dims" not in op.args:
-        op = op.parent
+    op = _collective_op(model, item)
     if op is None:
         return 0
-    dims, types = op.args.get("Input Dims", []), op.args.get("Input type", [])
-    total = 0
-    for shape, dtype in zip(dims, types):
-        # A tensor list shows as a list of shapes and the type "TensorList".
-        shapes = shape if shape and all(isinstance(s, list) for s in shape) else [shape]
-        size = _ELEMENT_SIZE.get(dtype)
+    tensors = []
+    for shape, dtype in zip(op.args.get("Input Dims", []), op.args.get("Input type", [])):
         if dtype == "TensorList":
-            size = _ELEMENT_SIZE.get(_first_scalar_type(op), 4)
-        if size is None or not isinstance(shape, list):
-            continue
-        total += sum(size * math.prod(s) for s in shapes if isinstance(s, list) and s)
-        break  # the first tensor argument is the data sent
-    return total
-
-
-def _first_scalar_type(op: Any) -> str:
-    for t in op.args.get("Input type", []):
-        if t in _ELEMENT_SIZE:
-            return t
-    return "float"
+            return 0
+        if dtype in _ELEMENT_SIZE and isinstance(shape, list) and all(isinstance(d, int) for d in shape):
+            tensors.append(_ELEMENT_SIZE[dtype] * math.prod(shape))
+    # The data this rank sends: the input, after the output for (output, input) ops.
+    index = 1 if op.name in _OUTPUT_FIRST and len(tensors) > 1 else 0
+    return tensors[index] if tensors else 0
 
 
 def _bandwidth_entry(size_bytes: int, transit_ns: int) -> dict[str, Any]:
@@ -104,11 +112,11 @@ def _empty_bandwidth() -> dict[str, Any]:
             "Size Distribution": {}}
 
 
-def _op_info(item: DeviceItem) -> dict[str, Any]:
+def _op_info(model: RunModel, item: DeviceItem) -> dict[str, Any]:
     elapse_ms = item.dur_ns / 1e6
     transit_ms, wait_ms, sync_ms = elapse_ms, 0.0, 0.0
     bandwidth = {transport: _empty_bandwidth() for transport in TRANSPORTS}
-    bandwidth[SIMULATED_TRANSPORT] = _bandwidth_entry(_transit_bytes(item), item.dur_ns)
+    bandwidth[SIMULATED_TRANSPORT] = _bandwidth_entry(_transit_bytes(model, item), item.dur_ns)
     return {
         "Communication Time Info": {
             "Start Timestamp(us)": round(item.start_ns / 1000, 3),
@@ -172,7 +180,7 @@ def communication(model: RunModel) -> dict[str, Any]:
         key = f"{name}_{sequence[name]}"
         sequence[name] += 1
         step = result.setdefault(_step_key(item.step), {"collective": {}, "p2p": {}})
-        step[kind][key] = _op_info(item)
+        step[kind][key] = _op_info(model, item)
     for step in result.values():
         for ops in step.values():
             if ops:
