@@ -234,7 +234,11 @@ class profile:  # noqa: N801 (the documented name)
         path = os.fspath(path)
         if not path.endswith((".html", ".json", ".json.gz", ".raw.json.gz")):
             raise ValueError(f"export_memory_timeline: {path!r} must end with .html, .json or .json.gz")
-        self._finished_kineto.export_memory_timeline(path, device)
+        with warnings.catch_warnings():
+            # torch deprecates its own method in favour of CUDA memory
+            # snapshots; this API is Ascend's and stays.
+            warnings.filterwarnings("ignore", message=".*export_memory_timeline.*", category=FutureWarning)
+            self._finished_kineto.export_memory_timeline(path, device)
 
 
 def _result_dirs(path: Path) -> list[Path]:
