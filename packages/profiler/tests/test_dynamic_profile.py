@@ -109,6 +109,23 @@ def test_malformed_then_valid_config(dp, tmp_path):
     assert len(result_dirs(out)) == 1
 
 
+def test_start_collects_once_from_a_given_file(dp, tmp_path):
+    out = tmp_path / "out"
+    config = tmp_path / "start" / CONFIG_FILE
+    config.parent.mkdir()
+    config.write_text(json.dumps(dict(TEMPLATE, prof_dir=str(out), analyse=True, active=2)))
+    x = torch.ones(4, device="npu")
+    for step in range(6):
+        if step == 1:
+            dp.start(config)  # from the next step: 2 and 3
+        one_step(x)
+        dp.step()
+    assert [recorded_steps(r) for r in result_dirs(out)] == [[2, 3]]
+    config.write_text("{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        dp.start(config)
+
+
 def test_rank_filter(dp, tmp_path, monkeypatch):
     cfg, out = tmp_path / "cfg", tmp_path / "out"
     monkeypatch.setenv("RANK", "3")

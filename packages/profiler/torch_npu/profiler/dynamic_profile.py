@@ -126,7 +126,8 @@ class _DynamicProfiler:
             config = parse_config(path.read_text(encoding="utf-8"), path.parent)
         except (OSError, ConfigError) as e:
             raise ValueError(f"dynamic_profile.start: {path}: {e}") from e
-        self._arm(config, earliest=self.step_num + 1)  # the running step has begun
+        with self._lock:
+            self._arm(config, earliest=self.step_num + 1)  # the running step has begun
 
     def step(self) -> None:
         with self._lock:
