@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import torch_npu  # noqa: F401
-from torch_npu.profiler import ProfilerActivity, dynamic_profile, profile
+from torch_npu.profiler import ProfilerActivity, dynamic_profile, profile, schedule
 from torch_npu.profiler.dynamic_config import CONFIG_FILE, TEMPLATE
 
 
@@ -145,7 +145,7 @@ def test_two_modes_at_once_are_an_error(dp, tmp_path):
     write_config(cfg, prof_dir=str(out), analyse=False, active=3)
     dp.step()  # collecting from the next step on
     assert dp._controller.collecting
-    with pytest.raises(RuntimeError, match="dynamic_profile is collecting"):
+    with pytest.raises(RuntimeError, match="dynamic_profile is profiling"):
         with profile(activities=[ProfilerActivity.NPU]):
             pass
     for _ in range(4):
@@ -155,11 +155,22 @@ def test_two_modes_at_once_are_an_error(dp, tmp_path):
     # The reverse: a profile collecting when the edit's collection would start.
     with profile(activities=[ProfilerActivity.NPU]):
         write_config(cfg, prof_dir=str(out), analyse=False, active=1)
-        with pytest.raises(RuntimeError, match="torch_npu.profiler.profile is collecting"):
+        with pytest.raises(RuntimeError, match="torch_npu.profiler.profile is profiling"):
             dp.step()
     assert not dp._controller.collecting
     one_step(x)
     dp.step()  # training goes on
+    # Also while one of them only warms up (torch's profiler is prepared then).
+    with profile(activities=[ProfilerActivity.CPU]):
+        write_config(cfg, prof_dir=str(out), analyse=False, warmup=1, active=1)
+        with pytest.raises(RuntimeError, match="torch_npu.profiler.profile is profiling"):
+            dp.step()
+    with profile(schedule=schedule(wait=0, warmup=2, active=1)) as prof:
+        write_config(cfg, prof_dir=str(out), analyse=False, active=1)
+        with pytest.raises(RuntimeError, match="torch_npu.profiler.profile is profiling"):
+            dp.step()
+        prof.step()
+    assert not dp._controller.collecting
 
 
 def test_prof_config_path_counts_optimizer_steps(tmp_path):

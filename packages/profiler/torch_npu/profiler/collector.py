@@ -84,10 +84,34 @@ class Collector:
         self._start_info: dict[str, Any] = {}
         self.metadata: dict[str, Any] = {}
 
+    def _claim(self) -> None:
+        """Takes the process's one profiling slot, from warmup on: torch's
+        profiler cannot be prepared twice at once either."""
+        global _open_window
+        with _lock:
+            if _open_window is not None and _open_window is not self:
+                raise RuntimeError(
+                    f"torch_npu.profiler: {self.session_name} cannot start: {_open_window.session_name} is "
+                    "profiling (warming up or collecting) in this process. Two profiling modes at once "
+                    "(profile, dynamic_profile, PROF_CONFIG_PATH) are not supported; stop the other one first")
+            _open_window = self
+
+    def _unclaim(self) -> None:
+        global _open_window
+        with _lock:
+            if _open_window is self:
+                _open_window = None
+
     def prepare(self) -> None:
+        self._claim()
         if self._cpu and self._kineto is None:
-            self._kineto = torch.profiler._KinetoProfile(activities={TorchActivity.CPU}, **self._options)
-            self._kineto.prepare_trace()
+            try:
+                self._kineto = torch.profiler._KinetoProfile(activities={TorchActivity.CPU}, **self._options)
+                self._kineto.prepare_trace()
+            except BaseException:
+                self._kineto = None
+                self._unclaim()
+                raise
 
     def discard(self) -> None:
         """Drops a prepared window that never started (torch's profiler is
@@ -96,17 +120,11 @@ class Collector:
             self._kineto.start_trace()
             self._kineto.stop_trace()
         self._kineto = None
+        if not self._started:
+            self._unclaim()
 
     def start(self) -> None:
-        global _open_window
-        with _lock:
-            if _open_window is not None:
-                raise RuntimeError(
-                    f"torch_npu.profiler: {self.session_name} cannot start collecting: "
-                    f"{_open_window.session_name} is collecting in this process. Two profiling modes at "
-                    "once (profile, dynamic_profile, PROF_CONFIG_PATH) are not supported; stop the other one "
-                    "first")
-            _open_window = self
+        self._claim()
         try:
             self.prepare()
             C = torch_npu._C
@@ -134,15 +152,12 @@ class Collector:
             raise
 
     def _release(self) -> None:
-        global _open_window
         C = torch_npu._C
         if C._activity_recording_host_ops():
             C._activity_record_host_ops(False)
         if self._npu:
             C._activity_enable(False)
-        with _lock:
-            if _open_window is self:
-                _open_window = None
+        self._unclaim()
 
     def stop(self) -> RawRun:
         """Ends the window and returns what it collected."""

@@ -168,8 +168,9 @@ class profile:  # noqa: N801 (the documented name)
             self._collector.discard()  # a warmup that no recording followed
             self._collector = None
         if current is ProfilerAction.WARMUP and self._collector is None:
-            self._collector = self._new_collector()
-            self._collector.prepare()
+            collector = self._new_collector()
+            collector.prepare()  # raises when another profiling mode is active
+            self._collector = collector
         if current in _COLLECTING and not self._collecting:
             if self._collector is None:
                 self._collector = self._new_collector()
