@@ -353,3 +353,26 @@ def test_profiling_off_leaves_no_callback_and_no_records():
     torch.ones(4, device="npu").add_(1)
     torch.npu.synchronize()
     assert C._activity_flush() == [] and C._activity_flush_host_ops() == []
+
+
+def test_export_memory_timeline(tmp_path):
+    model = torch.nn.Linear(64, 32).npu()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with profile(profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        for _ in range(2):
+            model(torch.randn(16, 64).npu()).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prof.export_memory_timeline(tmp_path / "memory.json")
+    prof.export_memory_timeline(tmp_path / "memory.html", device="npu:0")
+    times, sizes = json.loads((tmp_path / "memory.json").read_text())
+    assert len(times) == len(sizes) > 0
+    # The weight and bias (64*32 + 32 float32) show as one category of torch's memory profiler.
+    assert any(8320 in row for row in sizes)
+    assert "<html" in (tmp_path / "memory.html").read_text()
+    with profile(profile_memory=True) as prof_without_shapes:
+        torch.ones(4, device="npu").add_(1)
+    with pytest.raises(RuntimeError, match="record_shapes=True, with_stack=True"):
+        prof_without_shapes.export_memory_timeline(tmp_path / "never.json")

@@ -80,7 +80,7 @@ def test_stop_during_active_steps_saves_the_partial_cycle():
 
 def test_two_profiles_at_once_is_a_clear_error():
     with profile(activities=[ProfilerActivity.NPU]):
-        with pytest.raises(RuntimeError, match="another profiling session"):
+        with pytest.raises(RuntimeError, match="is profiling"):
             with profile(activities=[ProfilerActivity.NPU]):
                 pass
 

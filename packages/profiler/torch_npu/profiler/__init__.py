@@ -6,7 +6,8 @@ they launch (through the runtime's activity records), step by step under a
 (``*_ascend_pt`` with ASCEND_PROFILER_OUTPUT: trace_view.json and the CSV
 files); ``torch_npu.profiler.profiler.analyse`` (or ``python -m
 torch_npu.profiler.analyse``) produces that output later from the raw data.
-Memory snapshots render as pictures with ``python -m
+``dynamic_profile`` starts collections in a running training when its
+``profiler_config.json`` is edited (or with ``PROF_CONFIG_PATH``). Memory snapshots render as pictures with ``python -m
 torch_npu.profiler.memory_viz`` (the ``viz`` extra). See README.md.
 
 Loaded by torch_npu at import through the ``torch_npu.plugins`` entry point.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from . import dynamic_profile
 from .activity import ProfilerActivity, supported_activities
 from .experimental_config import AiCMetrics, ExportType, HostSystem, ProfilerLevel, _ExperimentalConfig
 from .profiler import profile
@@ -34,6 +36,7 @@ __all__ = [
     "Schedule",
     "_ExperimentalConfig",
     "__version__",
+    "dynamic_profile",
     "profile",
     "schedule",
     "supported_activities",
@@ -42,5 +45,7 @@ __all__ = [
 
 
 def _initialize_plugin(torch_npu: ModuleType) -> None:
-    """Entry point of the ``torch_npu.plugins`` group. Nothing to attach: the
-    profiler API lives in this package."""
+    """Entry point of the ``torch_npu.plugins`` group. The profiler API lives
+    in this package; what loading does is start dynamic profiling when
+    ``PROF_CONFIG_PATH`` is set (dynamic_profile.init_from_environment)."""
+    dynamic_profile.init_from_environment()

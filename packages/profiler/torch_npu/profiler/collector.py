@@ -69,22 +69,49 @@ class Collector:
 
     def __init__(self, activities: set[ProfilerActivity], record_shapes: bool, profile_memory: bool,
                  with_stack: bool, with_flops: bool, with_modules: bool, config: _ExperimentalConfig,
-                 common_config: dict[str, Any]) -> None:
+                 common_config: dict[str, Any], session_name: str = "torch_npu.profiler.profile") -> None:
         self._cpu = ProfilerActivity.CPU in activities
         self._npu = ProfilerActivity.NPU in activities and config.collects_device
         self._options = dict(record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
                              with_flops=with_flops, with_modules=with_modules)
         self._config = config
         self._common_config = common_config
+        self.session_name = session_name
         self._kineto: torch.profiler._KinetoProfile | None = None
+        # torch's profiler of the finished window, kept for export_memory_timeline.
+        self.finished_kineto: torch.profiler._KinetoProfile | None = None
         self._started = False
         self._start_info: dict[str, Any] = {}
         self.metadata: dict[str, Any] = {}
 
+    def _claim(self) -> None:
+        """Takes the process's one profiling slot, from warmup on: torch's
+        profiler cannot be prepared twice at once either."""
+        global _open_window
+        with _lock:
+            if _open_window is not None and _open_window is not self:
+                raise RuntimeError(
+                    f"torch_npu.profiler: {self.session_name} cannot start: {_open_window.session_name} is "
+                    "profiling (warming up or collecting) in this process. Two profiling modes at once "
+                    "(profile, dynamic_profile, PROF_CONFIG_PATH) are not supported; stop the other one first")
+            _open_window = self
+
+    def _unclaim(self) -> None:
+        global _open_window
+        with _lock:
+            if _open_window is self:
+                _open_window = None
+
     def prepare(self) -> None:
+        self._claim()
         if self._cpu and self._kineto is None:
-            self._kineto = torch.profiler._KinetoProfile(activities={TorchActivity.CPU}, **self._options)
-            self._kineto.prepare_trace()
+            try:
+                self._kineto = torch.profiler._KinetoProfile(activities={TorchActivity.CPU}, **self._options)
+                self._kineto.prepare_trace()
+            except BaseException:
+                self._kineto = None
+                self._unclaim()
+                raise
 
     def discard(self) -> None:
         """Drops a prepared window that never started (torch's profiler is
@@ -93,15 +120,11 @@ class Collector:
             self._kineto.start_trace()
             self._kineto.stop_trace()
         self._kineto = None
+        if not self._started:
+            self._unclaim()
 
     def start(self) -> None:
-        global _open_window
-        with _lock:
-            if _open_window is not None:
-                raise RuntimeError(
-                    "torch_npu.profiler: another profiling session is collecting in this process (two "
-                    "profilers at once, e.g. profile and dynamic_profile, are not supported); stop it first")
-            _open_window = self
+        self._claim()
         try:
             self.prepare()
             C = torch_npu._C
@@ -129,15 +152,12 @@ class Collector:
             raise
 
     def _release(self) -> None:
-        global _open_window
         C = torch_npu._C
         if C._activity_recording_host_ops():
             C._activity_record_host_ops(False)
         if self._npu:
             C._activity_enable(False)
-        with _lock:
-            if _open_window is self:
-                _open_window = None
+        self._unclaim()
 
     def stop(self) -> RawRun:
         """Ends the window and returns what it collected."""
@@ -155,7 +175,7 @@ class Collector:
         device_records = C._activity_flush() if self._npu else []
         host_ops = C._activity_flush_host_ops()
         torch_trace = self._export_kineto() if self._kineto is not None else None
-        self._kineto = None
+        self.finished_kineto, self._kineto = self._kineto, None
         info = {
             "config": {"common_config": self._common_config, "experimental_config": self._config.to_dict()},
             "start_info": self._start_info,

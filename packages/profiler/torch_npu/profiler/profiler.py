@@ -95,11 +95,19 @@ class profile:  # noqa: N801 (the documented name)
         self._step_record: torch.autograd.profiler.record_function | None = None
         self._metadata: dict[str, Any] = {}
         self._raw_run: RawRun | None = None
+        self._finished_kineto: torch.profiler._KinetoProfile | None = None
+        # Named in the error when another profiling mode is already collecting.
+        self._session_name = "torch_npu.profiler.profile"
 
     # -- the step state machine -------------------------------------------------
 
     def start(self) -> None:
-        self.step_num = 0
+        self._start_from(0)
+
+    def _start_from(self, step_num: int) -> None:
+        """Starts with the step counter at ``step_num``: dynamic_profile starts
+        mid-run and keeps the training's step numbers (ProfilerStep#N)."""
+        self.step_num = step_num
         self.current_action = self.schedule(self.step_num)
         self._transit(None, self.current_action)
         self._enter_step()
@@ -147,7 +155,8 @@ class profile:  # noqa: N801 (the documented name)
             "with_modules": self.with_modules,
         }
         return Collector(self.activities, self.record_shapes, self.profile_memory, self.with_stack,
-                         self.with_flops, self.with_modules, self.experimental_config, common)
+                         self.with_flops, self.with_modules, self.experimental_config, common,
+                         session_name=self._session_name)
 
     def _transit(self, previous: ProfilerAction | None, current: ProfilerAction | None) -> None:
         if self._collecting and (current not in _COLLECTING or previous is ProfilerAction.RECORD_AND_SAVE):
@@ -159,8 +168,9 @@ class profile:  # noqa: N801 (the documented name)
             self._collector.discard()  # a warmup that no recording followed
             self._collector = None
         if current is ProfilerAction.WARMUP and self._collector is None:
-            self._collector = self._new_collector()
-            self._collector.prepare()
+            collector = self._new_collector()
+            collector.prepare()  # raises when another profiling mode is active
+            self._collector = collector
         if current in _COLLECTING and not self._collecting:
             if self._collector is None:
                 self._collector = self._new_collector()
@@ -172,6 +182,7 @@ class profile:  # noqa: N801 (the documented name)
         self._collecting = False
         collector.metadata.update(self._metadata)
         self._raw_run = collector.stop()
+        self._finished_kineto = collector.finished_kineto
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
 
@@ -203,6 +214,32 @@ class profile:  # noqa: N801 (the documented name)
             raise RuntimeError("export_chrome_trace: nothing recorded yet; call it after stop() (or from "
                                "on_trace_ready)")
         write_json_atomic(path, build_trace_view(build_model(self._raw_run)))
+
+
+    def export_memory_timeline(self, path: str | os.PathLike[str], device: str | None = None) -> None:
+        """Writes the memory over time of the last recording on ``device``
+        (default: the current npu), by category (parameters, gradients,
+        activations, optimizer state, ...), as torch.profiler's does: ``.html``
+        (a plot), ``.json`` or ``.json.gz`` (times and bytes per category).
+        Needs ``profile_memory``, ``record_shapes`` and ``with_stack`` and
+        ProfilerActivity.CPU (torch's categorization reads the op graph)."""
+        missing = [name for name in ("profile_memory", "record_shapes", "with_stack") if not getattr(self, name)]
+        if missing:
+            raise RuntimeError(f"export_memory_timeline: profile with {', '.join(f'{m}=True' for m in missing)} "
+                               "(the memory timeline categorizes tensors from torch's op graph)")
+        if self._finished_kineto is None:
+            raise RuntimeError("export_memory_timeline: nothing recorded with ProfilerActivity.CPU yet; call it "
+                               "after stop() (or from on_trace_ready)")
+        if device is None:
+            device = f"npu:{torch.npu.current_device()}"
+        path = os.fspath(path)
+        if not path.endswith((".html", ".json", ".json.gz", ".raw.json.gz")):
+            raise ValueError(f"export_memory_timeline: {path!r} must end with .html, .json or .json.gz")
+        with warnings.catch_warnings():
+            # torch deprecates its own method in favour of CUDA memory
+            # snapshots; this API is Ascend's and stays.
+            warnings.filterwarnings("ignore", message=".*export_memory_timeline.*", category=FutureWarning)
+            self._finished_kineto.export_memory_timeline(path, device)
 
 
 def _result_dirs(path: Path) -> list[Path]:

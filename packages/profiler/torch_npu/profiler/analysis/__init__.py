@@ -12,6 +12,7 @@ from pathlib import Path
 from .._files import write_csv_atomic, write_json_atomic
 from ..raw_data import FRAMEWORK_DIR, OUTPUT_DIR, RawRun
 from . import tables
+from .communication import communication
 from .model import RunModel, build_model
 from .trace_view import build_trace_view
 
@@ -25,6 +26,8 @@ def output_files(model: RunModel) -> dict[str, object]:
         files["kernel_details.csv"] = tables.kernel_details(model)
         files["op_statistic.csv"] = tables.op_statistic(model)
         files["step_trace_time.csv"] = tables.step_trace_time(model)
+        if any(item.is_communication for item in model.device_items):
+            files["communication.json"] = communication(model)
     if model.has_cpu:
         files["operator_details.csv"] = tables.operator_details(model)
         if model.common_config.get("profile_memory"):

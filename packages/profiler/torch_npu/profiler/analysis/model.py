@@ -64,11 +64,12 @@ class DeviceItem:
 
     @property
     def is_communication(self) -> bool:
-        return self.name.startswith("hccl:")
+        # The simulator's HCCL names its device work after the API (HcclAllReduce).
+        return self.name.startswith(("Hccl", "hccl:"))
 
     @property
     def is_receive(self) -> bool:
-        return self.is_communication and "recv" in self.name
+        return self.is_communication and "recv" in self.name.lower()
 
     @property
     def op_type(self) -> str:

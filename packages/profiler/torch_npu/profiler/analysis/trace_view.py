@@ -1,6 +1,7 @@
 """trace_view.json: the Chrome/Perfetto trace of a collection, laid out as
 Ascend's: a bare JSON array; host ops per thread under the "Python" process;
-device work per stream under one "Ascend Hardware" process per device; a flow
+device work per stream under one "Ascend Hardware" process per device;
+collectives also under an "HCCL" process per device (lane "Communication"); a flow
 arrow from each host op to every item it launched; mstx marks and ranges."""
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ def device_pid(model: RunModel, device: int) -> int:
     """The process lane of a device: derived from the host pid so that ranks'
     traces can be merged without clashes."""
     return model.pid * 1000 + 100 + device
+
+
+def hccl_pid(model: RunModel, device: int) -> int:
+    """The process lane of a device's collectives ("HCCL", as Ascend shows
+    communication apart from the hardware streams)."""
+    return model.pid * 1000 + 200 + device
 
 
 def _metadata(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -74,6 +81,12 @@ def build_trace_view(model: RunModel) -> list[dict[str, Any]]:
         lane_pid = device_pid(model, device)
         events.append(_metadata("thread_name", lane_pid, stream_id, {"name": f"Stream {stream_id}"}))
         events.append(_metadata("thread_sort_index", lane_pid, stream_id, {"sort_index": stream_id}))
+    for device in sorted({item.device for item in model.device_items if item.is_communication}):
+        lane_pid = hccl_pid(model, device)
+        events.append(_metadata("process_name", lane_pid, 0, {"name": "HCCL"}))
+        events.append(_metadata("process_labels", lane_pid, 0, {"labels": f"NPU {device}"}))
+        events.append(_metadata("process_sort_index", lane_pid, 0, {"sort_index": 200 + device}))
+        events.append(_metadata("thread_name", lane_pid, 0, {"name": "Communication"}))
     if model.has_cpu:
         for op in model.host_ops:
             events.append({"ph": "X", "cat": op.category, "name": op.name, "pid": pid, "tid": op.tid,
@@ -83,6 +96,11 @@ def build_trace_view(model: RunModel) -> list[dict[str, Any]]:
         lane_pid = device_pid(model, item.device)
         events.append({"ph": "X", "cat": item.kind, "name": item.name, "pid": lane_pid, "tid": item.stream_id,
                        "ts": us(item.start_ns), "dur": us(item.dur_ns), "args": device_item_args(model, item)})
+        if item.is_communication:
+            events.append({"ph": "X", "cat": "HCCL", "name": item.name, "pid": hccl_pid(model, item.device),
+                           "tid": 0, "ts": us(item.start_ns), "dur": us(item.dur_ns),
+                           "args": {"Task Type": "HCCL", "Stream Id": item.stream_id, "Device Id": item.device,
+                                    "correlation_id": item.correlation_id}})
         if model.has_cpu and item.op is not None:
             flow_id += 1
             events.append({"ph": "s", "cat": FLOW_CATEGORY, "name": FLOW_NAME, "id": flow_id, "pid": pid,
