@@ -58,6 +58,7 @@
 #include <c10/util/SmallVector.h>
 
 #include "DeviceArgument.h"
+#include "ExecutionCounters.h"
 
 namespace torch_npu_ops::fast {
 
@@ -176,6 +177,7 @@ class PreparedCall {
     if constexpr (!std::is_void_v<Native>) {
       prepare(args, std::index_sequence_for<Captures...>());
     }
+    count_prepared(op_ != nullptr ? PreparedRuns::Kernel : PreparedRuns::Aliases);
   }
   PreparedCall(const PreparedCall&) = delete;
   PreparedCall& operator=(const PreparedCall&) = delete;
@@ -186,16 +188,12 @@ class PreparedCall {
         call_impl(std::index_sequence_for<Captures...>());
         if (!op_->unchanged()) {
           op_.reset();
+          count_prepared(PreparedRuns::Dropped);
         }
         return;
       }
     }
     std::apply([](auto&... a) { Fn::call(a...); }, cpu_args_);
-  }
-
-  // Whether runs go straight to the prepared kernel object (for tests).
-  bool prepared_kernel() const {
-    return op_ != nullptr;
   }
 
  private:
