@@ -22,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <new>
 #include <optional>
@@ -189,18 +190,28 @@ struct DeviceWork {
   // call]): the kernel's exception goes there, to be raised at the call.
   std::shared_ptr<CallVerification> verification;
   uint64_t signature; // Note [Warnings of queued work]
-  // Runs so far (up to 2), and from the second one on what they reuse;
-  // only the thread running the item touches them.
-  uint8_t runs = 0;
+  // Runs so far (up to 2), and from the second one on what they reuse.
+  // `preparing_or_running`: a thread builds or uses `prepared` (replays of
+  // one graph on two streams at once may run an item twice at once; the
+  // second then runs the ordinary way rather than share it).
+  std::atomic<uint8_t> runs{0};
+  std::atomic<bool> preparing_or_running{false};
   std::unique_ptr<PreparedCall<Fn, Captures...>> prepared;
 
   void operator()() {
     if (verification == nullptr) {
       const DeferWarnings warnings(signature);
-      if (runs < 2) {
-        ++runs;
+      const uint8_t earlier = runs.load(std::memory_order_relaxed);
+      if (earlier < 2) {
+        runs.store(static_cast<uint8_t>(earlier + 1), std::memory_order_relaxed);
       }
-      if (runs == 2) {
+      if (earlier >= 1 && !preparing_or_running.exchange(true, std::memory_order_acquire)) {
+        const struct Done {
+          std::atomic<bool>& flag;
+          ~Done() {
+            flag.store(false, std::memory_order_release);
+          }
+        } done{preparing_or_running};
         if (prepared == nullptr) {
           // Before the allocation scope: whatever preparing allocates (the
           // iterator's copies of host scalars) lives with the item, in host

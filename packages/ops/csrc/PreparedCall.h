@@ -39,10 +39,11 @@
 //   pointers), and an item whose iterator changed drops it (the run that
 //   changed it computed the right result) and runs the ordinary way after.
 //
-// Items of a graph run on the worker of one stream per replay, and one
-// replay's items before the next's on that stream: a PreparedCall is built
-// and used by one thread at a time. (Replaying one graph on two streams at
-// once races on the graph's memory anyway.)
+// A PreparedCall is built and used by one thread at a time: a graph's
+// replays on one stream run in order, and an item run again while another
+// thread runs it (one graph replayed on two streams at once, which races on
+// the graph's memory anyway) runs the ordinary way (FastPath.h's
+// DeviceWork).
 #pragma once
 
 #include <algorithm>
