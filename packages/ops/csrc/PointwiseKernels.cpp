@@ -213,13 +213,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NPU_STRUCTURED(m, sub, structured_sub_Tensor, structured_sub_out, sub_Tensor, sub__Tensor, sub_out);
   NPU_STRUCTURED(m, mul, structured_mul_Tensor, structured_mul_out, mul_Tensor, mul__Tensor, mul_out);
   NPU_STRUCTURED(m, div, structured_div_Tensor, structured_div_out, div_Tensor, div__Tensor, div_out);
-  NPU_STRUCTURED(m, div, structured_div_Tensor_mode, structured_div_out_mode, div_Tensor_mode, div__Tensor_mode, div_out_mode);
+  NPU_STRUCTURED(m, div, structured_div_Tensor_mode, structured_div_out_mode,
+                 div_Tensor_mode, div__Tensor_mode, div_out_mode);
   NPU_STRUCTURED_NO_INPLACE(m, maximum, structured_maximum, structured_maximum_out, maximum, maximum_out);
   NPU_STRUCTURED_NO_INPLACE(m, minimum, structured_minimum, structured_minimum_out, minimum, minimum_out);
-  NPU_STRUCTURED(m, pow, structured_pow_Tensor_Tensor, structured_pow_Tensor_Tensor_out, pow_Tensor_Tensor, pow__Tensor, pow_Tensor_Tensor_out);
-  NPU_STRUCTURED(m, pow, structured_pow_Tensor_Scalar, structured_pow_Tensor_Scalar_out, pow_Tensor_Scalar, pow__Scalar, pow_Tensor_Scalar_out);
+  NPU_STRUCTURED(m, pow, structured_pow_Tensor_Tensor, structured_pow_Tensor_Tensor_out,
+                 pow_Tensor_Tensor, pow__Tensor, pow_Tensor_Tensor_out);
+  NPU_STRUCTURED(m, pow, structured_pow_Tensor_Scalar, structured_pow_Tensor_Scalar_out,
+                 pow_Tensor_Scalar, pow__Scalar, pow_Tensor_Scalar_out);
   NPU_STRUCTURED(m, atan2, structured_atan2, structured_atan2_out, atan2, atan2_, atan2_out);
-  NPU_STRUCTURED(m, bitwise_and, structured_bitwise_and_Tensor, structured_bitwise_and_out, bitwise_and_Tensor, bitwise_and__Tensor, bitwise_and_Tensor_out);
+  NPU_STRUCTURED(m, bitwise_and, structured_bitwise_and_Tensor, structured_bitwise_and_out,
+                 bitwise_and_Tensor, bitwise_and__Tensor, bitwise_and_Tensor_out);
   NPU_STRUCTURED(m, addcmul, structured_addcmul, structured_addcmul_out, addcmul, addcmul_, addcmul_out);
   NPU_STRUCTURED(m, addcdiv, structured_addcdiv, structured_addcdiv_out, addcdiv, addcdiv_, addcdiv_out);
   NPU_STRUCTURED(m, lerp, structured_lerp_Scalar, structured_lerp_Scalar, lerp_Scalar, lerp__Scalar, lerp_Scalar_out);
@@ -248,11 +252,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NPU_STRUCTURED(m, cos, structured_cos, structured_cos_out, cos, cos_, cos_out);
   NPU_STRUCTURED(m, tanh, structured_tanh, structured_tanh_out, tanh, tanh_, tanh_out);
   NPU_STRUCTURED(m, sigmoid, structured_sigmoid, structured_sigmoid_out, sigmoid, sigmoid_, sigmoid_out);
-  NPU_STRUCTURED(m, reciprocal, structured_reciprocal, structured_reciprocal_out, reciprocal, reciprocal_, reciprocal_out);
+  NPU_STRUCTURED(m, reciprocal, structured_reciprocal, structured_reciprocal_out,
+                 reciprocal, reciprocal_, reciprocal_out);
   NPU_STRUCTURED(m, erf, structured_erf, structured_erf_out, erf, erf_, erf_out);
   NPU_STRUCTURED(m, gelu, structured_gelu, structured_gelu_out_cpu, gelu, gelu_, gelu_out);
   NPU_STRUCTURED(m, silu, structured_silu, structured_silu_out, silu, silu_, silu_out);
-  NPU_STRUCTURED_NO_INPLACE(m, threshold_backward, structured_threshold_backward, structured_threshold_backward_out, threshold_backward, threshold_backward_grad_input);
+  NPU_STRUCTURED_NO_INPLACE(m, threshold_backward, structured_threshold_backward, structured_threshold_backward_out,
+                            threshold_backward, threshold_backward_grad_input);
 }
 
 } // namespace
