@@ -38,6 +38,12 @@ class DeviceTensorArg {
   // undefined tensor. Valid while this object lives.
   at::Tensor materialize() const;
 
+  // A 0-dim host tensor's value, captured at launch (fixed for the work's
+  // lifetime, unlike device memory).
+  bool is_host_scalar() const {
+    return kind_ == Kind::HostScalar;
+  }
+
  private:
   static constexpr int kInlineDims = 4;
   enum class Kind : uint8_t { Undefined, Device, HostScalar };

@@ -11,6 +11,7 @@ std::atomic<int64_t> g_async{0};
 std::atomic<int64_t> g_sync{0};
 std::atomic<int64_t> g_results_copied{0};
 std::atomic<int64_t> g_results_placed{0};
+std::atomic<int64_t> g_prepared[3]; // by PreparedRuns
 std::mutex g_sync_ops_mutex;
 std::map<std::string, int64_t> g_sync_ops;
 
@@ -68,6 +69,10 @@ void count_fast_path() noexcept {
   value.store(value.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
+void count_prepared(PreparedRuns what) noexcept {
+  g_prepared[static_cast<int>(what)].fetch_add(1, std::memory_order_relaxed);
+}
+
 void count_result(ResultDelivery delivery) noexcept {
   (delivery == ResultDelivery::Placed ? g_results_placed : g_results_copied).fetch_add(1, std::memory_order_relaxed);
 }
@@ -79,7 +84,10 @@ std::map<std::string, int64_t> counters() {
     fast = fast_total() - g_fast_reset_base;
   }
   return {{"device_async", g_async.load() + fast}, {"device_sync", g_sync.load()}, {"fast_path", fast},
-          {"results_copied", g_results_copied.load()}, {"results_placed", g_results_placed.load()}};
+          {"results_copied", g_results_copied.load()}, {"results_placed", g_results_placed.load()},
+          {"replay_kernels", g_prepared[static_cast<int>(PreparedRuns::Kernel)].load()},
+          {"replay_aliases", g_prepared[static_cast<int>(PreparedRuns::Aliases)].load()},
+          {"replay_kernels_dropped", g_prepared[static_cast<int>(PreparedRuns::Dropped)].load()}};
 }
 
 std::map<std::string, int64_t> sync_ops() {
@@ -92,6 +100,9 @@ void reset_counters() {
   g_sync.store(0);
   g_results_copied.store(0);
   g_results_placed.store(0);
+  for (auto& counter : g_prepared) {
+    counter.store(0);
+  }
   {
     // Other threads' slots are theirs to write: remember the total instead.
     std::lock_guard<std::mutex> lock(g_fast_mutex);

@@ -34,8 +34,16 @@ enum class ResultDelivery {
 };
 void count_result(ResultDelivery delivery) noexcept;
 
+// A fast-path work item ran again (a replayed graph's) and kept what its
+// runs share (Note [Prepared kernels of replayed work]): with the op's CPU
+// kernel object (`Kernel`), or its CPU aliases only (`Aliases`); `Dropped`:
+// an item gave its kernel object up after a run changed it.
+enum class PreparedRuns { Kernel, Aliases, Dropped };
+void count_prepared(PreparedRuns what) noexcept;
+
 // {"device_async": n, "device_sync": n, "fast_path": n (part of device_async),
-//  "results_copied": n, "results_placed": n}
+//  "results_copied": n, "results_placed": n, "replay_kernels": n,
+//  "replay_aliases": n, "replay_kernels_dropped": n}
 std::map<std::string, int64_t> counters();
 // Op name -> how often it took the synchronous path.
 std::map<std::string, int64_t> sync_ops();

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <new>
 #include <optional>
@@ -42,6 +43,7 @@
 #include "ExecutionCounters.h"
 #include "KernelAllocator.h"
 #include "LaunchSite.h"
+#include "PreparedCall.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
@@ -115,16 +117,6 @@ class DeviceScope {
   c10_npu::NPUStream stream_;
 };
 
-// Meta functions take optional Scalars by reference (OptionalScalarRef), as
-// the generated CPU kernels pass them.
-template <typename T>
-const T& meta_arg(const T& v) {
-  return v;
-}
-inline at::OptionalScalarRef meta_arg(const std::optional<c10::Scalar>& v) {
-  return v.has_value() ? at::OptionalScalarRef(&*v) : at::OptionalScalarRef();
-}
-
 // --- Outputs: the structured kernel's set_output, for npu ---------------------
 
 // A fresh npu tensor from the caching allocator (without a dispatcher round
@@ -138,9 +130,6 @@ void resize_out(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef 
 
 // As RegisterCPU's check_inplace.
 void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const c10::TensorOptions& options);
-
-template <typename Meta>
-constexpr bool kIsTensorIterator = std::is_base_of_v<at::TensorIteratorBase, Meta>;
 
 // The three ways a structured kernel's output comes to be, as in the
 // generated CPU kernels: a fresh tensor, the in-place argument, an out=
@@ -191,6 +180,8 @@ struct NpuMeta final : Meta {
 
 // Calls `Fn::call` with the CPU view of the captured arguments. One
 // allocation (the work item) per op; the CPU aliases live on the worker.
+// An item that runs again (a captured graph's, replayed) keeps what its runs
+// share: Note [Prepared kernels of replayed work] (PreparedCall.h).
 template <typename Fn, typename... Captures>
 struct DeviceWork {
   std::tuple<Captures...> args;
@@ -199,15 +190,44 @@ struct DeviceWork {
   // call]): the kernel's exception goes there, to be raised at the call.
   std::shared_ptr<CallVerification> verification;
   uint64_t signature; // Note [Warnings of queued work]
+  // Runs so far (up to 2), and from the second one on what they reuse.
+  // `preparing_or_running`: a thread builds or uses `prepared` (replays of
+  // one graph on two streams at once may run an item twice at once; the
+  // second then runs the ordinary way rather than share it).
+  std::atomic<uint8_t> runs{0};
+  std::atomic<bool> preparing_or_running{false};
+  std::unique_ptr<PreparedCall<Fn, Captures...>> prepared;
 
   void operator()() {
-    // Whatever the kernel allocates is device memory (KernelAllocator.h).
-    KernelAllocationScope allocations;
     if (verification == nullptr) {
       const DeferWarnings warnings(signature);
+      const uint8_t earlier = runs.load(std::memory_order_relaxed);
+      if (earlier < 2) {
+        runs.store(static_cast<uint8_t>(earlier + 1), std::memory_order_relaxed);
+      }
+      if (earlier >= 1 && !preparing_or_running.exchange(true, std::memory_order_acquire)) {
+        const struct Done {
+          std::atomic<bool>& flag;
+          ~Done() {
+            flag.store(false, std::memory_order_release);
+          }
+        } done{preparing_or_running};
+        if (prepared == nullptr) {
+          // Before the allocation scope: whatever preparing allocates (the
+          // iterator's copies of host scalars) lives with the item, in host
+          // memory.
+          prepared = std::make_unique<PreparedCall<Fn, Captures...>>(args);
+        }
+        const KernelAllocationScope allocations;
+        prepared->run();
+        return;
+      }
+      // Whatever the kernel allocates is device memory (KernelAllocator.h).
+      const KernelAllocationScope allocations;
       run(std::index_sequence_for<Captures...>());
       return;
     }
+    const KernelAllocationScope allocations;
     const CollectWarnings warnings(*verification);
     try {
       run(std::index_sequence_for<Captures...>());
@@ -289,15 +309,21 @@ void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args
 }
 
 // The CPU kernels, as static functions of `Cpu` (see PointwiseKernels.cpp).
-template <typename Cpu>
+// `Native`: the op's CPU kernel class (at::native::structured_*), or void;
+// replayed items run it directly (Note [Prepared kernels of replayed work]).
+template <typename Cpu, typename NativeKernel = void>
 struct CallOut {
+  using Native = NativeKernel;
+  static constexpr bool kInplace = false;
   template <typename... A>
   static void call(A&&... a) {
     Cpu::out(std::forward<A>(a)...);
   }
 };
-template <typename Cpu>
+template <typename Cpu, typename NativeKernel = void>
 struct CallInplace {
+  using Native = NativeKernel;
+  static constexpr bool kInplace = true;
   template <typename... A>
   static void call(A&&... a) {
     Cpu::inplace(std::forward<A>(a)...);
@@ -307,12 +333,15 @@ struct CallInplace {
 // --- The kernels ----------------------------------------------------------------
 
 // Op: the at::_ops struct of the overload; Meta: its at::meta::structured_*
-// class; Cpu: its CPU kernels.
-template <typename Op, typename Meta, typename Cpu, typename Schema = typename Op::schema>
+// class; Cpu: its CPU kernels; Native: its CPU kernel class (derived from
+// Meta; void if not given), for replays (CallOut).
+template <typename Op, typename Meta, typename Cpu, typename Native = void, typename Schema = typename Op::schema>
 struct Functional;
 
-template <typename Op, typename Meta, typename Cpu, typename... Args>
-struct Functional<Op, Meta, Cpu, at::Tensor(Args...)> {
+template <typename Op, typename Meta, typename Cpu, typename Native, typename... Args>
+struct Functional<Op, Meta, Cpu, Native, at::Tensor(Args...)> {
+  static_assert(std::is_void_v<Native> || std::is_base_of_v<Meta, Native>);
+
   static at::Tensor call(Args... args) {
     const auto device = fast_path_device(args...);
     if (!device.has_value()) {
@@ -322,16 +351,18 @@ struct Functional<Op, Meta, Cpu, at::Tensor(Args...)> {
     NpuMeta<Meta, OutputKind::Fresh> meta;
     meta.meta(meta_arg(args)...);
     at::Tensor out = std::move(meta.output);
-    launch<CallOut<Cpu>>(scope.stream(), Op::name, args..., out);
+    launch<CallOut<Cpu, Native>>(scope.stream(), Op::name, args..., out);
     return out;
   }
 };
 
-template <typename Op, typename Meta, typename Cpu, typename Schema = typename Op::schema>
+template <typename Op, typename Meta, typename Cpu, typename Native = void, typename Schema = typename Op::schema>
 struct Inplace;
 
-template <typename Op, typename Meta, typename Cpu, typename... Rest>
-struct Inplace<Op, Meta, Cpu, at::Tensor&(at::Tensor&, Rest...)> {
+template <typename Op, typename Meta, typename Cpu, typename Native, typename... Rest>
+struct Inplace<Op, Meta, Cpu, Native, at::Tensor&(at::Tensor&, Rest...)> {
+  static_assert(std::is_void_v<Native> || std::is_base_of_v<Meta, Native>);
+
   static at::Tensor& call(at::Tensor& self, Rest... rest) {
     const auto device = fast_path_device(self, rest...);
     if (!device.has_value() || self.device().type() != c10::DeviceType::PrivateUse1) {
@@ -340,16 +371,18 @@ struct Inplace<Op, Meta, Cpu, at::Tensor&(at::Tensor&, Rest...)> {
     const DeviceScope scope(*device);
     NpuMeta<Meta, OutputKind::Inplace> meta(self);
     meta.meta(self, meta_arg(rest)...);
-    launch<CallInplace<Cpu>>(scope.stream(), Op::name, self, rest...);
+    launch<CallInplace<Cpu, Native>>(scope.stream(), Op::name, self, rest...);
     return self;
   }
 };
 
-template <typename Op, typename Meta, typename Cpu, typename Schema = typename Op::schema>
+template <typename Op, typename Meta, typename Cpu, typename Native = void, typename Schema = typename Op::schema>
 struct Out;
 
-template <typename Op, typename Meta, typename Cpu, typename... Args>
-struct Out<Op, Meta, Cpu, at::Tensor&(Args...)> {
+template <typename Op, typename Meta, typename Cpu, typename Native, typename... Args>
+struct Out<Op, Meta, Cpu, Native, at::Tensor&(Args...)> {
+  static_assert(std::is_void_v<Native> || std::is_base_of_v<Meta, Native>);
+
   static at::Tensor& call(Args... args) {
     auto refs = std::forward_as_tuple(args...);
     at::Tensor& out = std::get<sizeof...(Args) - 1>(refs);
@@ -360,7 +393,7 @@ struct Out<Op, Meta, Cpu, at::Tensor&(Args...)> {
     const DeviceScope scope(*device);
     NpuMeta<Meta, OutputKind::Out> meta(out);
     run_meta(meta, refs, std::make_index_sequence<sizeof...(Args) - 1>());
-    launch<CallOut<Cpu>>(scope.stream(), Op::name, args...);
+    launch<CallOut<Cpu, Native>>(scope.stream(), Op::name, args...);
     return out;
   }
 

@@ -205,7 +205,8 @@ def test_counters_count_the_fast_path_as_asynchronous():
     _ = x + 1
     _ = x.sum(dim=0)
     counters = torch_npu.ops.execution_counters()
-    assert counters == {"device_async": 2, "device_sync": 0, "fast_path": 2, "results_copied": 0, "results_placed": 0}
+    assert counters == {"device_async": 2, "device_sync": 0, "fast_path": 2, "results_copied": 0, "results_placed": 0,
+                        "replay_kernels": 0, "replay_aliases": 0, "replay_kernels_dropped": 0}
 
 
 def test_counters_include_ops_of_other_threads_running_and_exited():

@@ -40,7 +40,12 @@ def execution_counters() -> dict[str, int]:
     ``results_copied`` and ``results_placed`` count how the generic executor
     delivered the results of ops without an out= kernel: copied from the CPU
     kernel's allocation into the npu output, or computed in the output's
-    memory (large results, from the second run of an op signature on)."""
+    memory (large results, from the second run of an op signature on).
+    ``replay_kernels`` and ``replay_aliases`` count the dedicated kernels'
+    work items that ran again (replays of a captured graph) and kept their
+    prepared CPU kernel, or only their CPU views of device memory, for the
+    runs after; ``replay_kernels_dropped`` those that gave a prepared kernel
+    up after a run (Note [Prepared kernels of replayed work])."""
     return dict(_C._execution_counters())
 
 
