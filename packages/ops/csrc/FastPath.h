@@ -46,6 +46,7 @@
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/WorkAccesses.h"
 
 namespace torch_npu_ops::fast {
 
@@ -266,9 +267,29 @@ uint64_t call_signature(const char* name, const T&... args) {
   return signature.digest();
 }
 
+// The arguments of a launch its kernel writes: bit i for argument i (a
+// tensor). It reads its other tensor arguments.
+using WrittenArgs = uint64_t;
+
+// Note [Stream race detection] (the simulator's race_detector.h).
+template <typename... T>
+void declare_accesses(c10_npu::WorkAccessScope& accesses, WrittenArgs written, const T&... args) {
+  size_t position = 0;
+  const auto visit = [&](const auto& arg) {
+    const bool write = ((written >> position++) & 1) != 0;
+    for_each_tensor_argument([&](const at::Tensor& t) { accesses.add(t, write); }, arg);
+  };
+  (visit(args), ...);
+}
+
 template <typename Fn, typename... T>
-void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args) {
+void launch(const c10_npu::NPUStream& stream, const char* name, WrittenArgs written, const T&... args) {
+  static_assert(sizeof...(T) <= 64);
   using Work = DeviceWork<Fn, Captured<T>...>;
+  c10_npu::WorkAccessScope accesses;
+  if (C10_UNLIKELY(accesses.active())) {
+    declare_accesses(accesses, written, args...);
+  }
   if (C10_UNLIKELY(c10_npu::captures_underway())) {
     std::vector<at::Tensor> tensors;
     for_each_tensor_argument([&](const at::Tensor& t) { tensors.push_back(t); }, args...);
@@ -322,7 +343,7 @@ struct Functional<Op, Meta, Cpu, at::Tensor(Args...)> {
     NpuMeta<Meta, OutputKind::Fresh> meta;
     meta.meta(meta_arg(args)...);
     at::Tensor out = std::move(meta.output);
-    launch<CallOut<Cpu>>(scope.stream(), Op::name, args..., out);
+    launch<CallOut<Cpu>>(scope.stream(), Op::name, WrittenArgs{1} << sizeof...(Args), args..., out);
     return out;
   }
 };
@@ -340,7 +361,7 @@ struct Inplace<Op, Meta, Cpu, at::Tensor&(at::Tensor&, Rest...)> {
     const DeviceScope scope(*device);
     NpuMeta<Meta, OutputKind::Inplace> meta(self);
     meta.meta(self, meta_arg(rest)...);
-    launch<CallInplace<Cpu>>(scope.stream(), Op::name, self, rest...);
+    launch<CallInplace<Cpu>>(scope.stream(), Op::name, WrittenArgs{1}, self, rest...);
     return self;
   }
 };
@@ -360,7 +381,7 @@ struct Out<Op, Meta, Cpu, at::Tensor&(Args...)> {
     const DeviceScope scope(*device);
     NpuMeta<Meta, OutputKind::Out> meta(out);
     run_meta(meta, refs, std::make_index_sequence<sizeof...(Args) - 1>());
-    launch<CallOut<Cpu>>(scope.stream(), Op::name, args...);
+    launch<CallOut<Cpu>>(scope.stream(), Op::name, WrittenArgs{1} << (sizeof...(Args) - 1), args...);
     return out;
   }
 
