@@ -14,6 +14,7 @@
 #include "CallVerification.h"
 #include "CaptureChecks.h"
 #include "CpuAliases.h"
+#include "DeclaredAccesses.h"
 #include "DeviceChecks.h"
 #include "ExecutionCounters.h"
 #include "ExecutionPlan.h"
@@ -25,7 +26,6 @@
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
-#include "npu/WorkAccesses.h"
 
 namespace torch_npu_ops {
 namespace {
@@ -112,21 +112,6 @@ AllocatedOutputs allocate_outputs(const c10::FunctionSchema& schema, const Outpu
   return outputs;
 }
 
-// Note [Stream race detection] (the simulator's race_detector.h): the
-// kernel reads its tensor arguments and writes its mutable ones (alias
-// annotations with `!`) and its fresh outputs.
-void declare_accesses(c10_npu::WorkAccessScope& accesses, const c10::FunctionSchema& schema,
-                      const std::vector<IValue>& args, const AllocatedOutputs& outputs) {
-  for (size_t i = 0; i < args.size() && i < schema.arguments().size(); ++i) {
-    const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
-    const bool write = alias != nullptr && alias->isWrite();
-    for_each_tensor(args[i], [&](const at::Tensor& t) { accesses.add(t, write); });
-  }
-  for (const at::Tensor& out : outputs.fresh) {
-    accesses.write(out);
-  }
-}
-
 // Queues the op's CPU kernel on `stream`, writing into `outputs`, and, for a
 // call signature that has not run cleanly yet, waits for it.
 void launch_kernel(const ExecutionPlan& plan, const std::vector<IValue>& args, const AllocatedOutputs& outputs,
@@ -135,9 +120,14 @@ void launch_kernel(const ExecutionPlan& plan, const std::vector<IValue>& args, c
   const auto& target_schema = target.op.schema();
   std::vector<IValue> cpu_args = cpu_arguments(target_schema, target.args_for(args), device);
   c10_npu::LaunchSite site = capture_launch_site();
+  // Note [Stream race detection]: the arguments, and the fresh outputs
+  // (written).
   c10_npu::WorkAccessScope accesses;
   if (C10_UNLIKELY(accesses.active())) {
-    declare_accesses(accesses, target_schema, target.args_for(args), outputs);
+    declare_argument_accesses(accesses, target_schema, target.args_for(args));
+    for (const at::Tensor& out : outputs.fresh) {
+      accesses.write(out);
+    }
   }
 
   // Note [Errors at the call]: the first call of a signature waits for its

@@ -34,6 +34,7 @@ def _warm_up() -> None:
     b.zero_()
     b.fill_(3)
     torch.empty(N, device="npu").fill_(3)
+    torch.nonzero(b)
     torch.npu.synchronize()
 
 
@@ -82,6 +83,20 @@ def test_write_after_read_is_reported():
         a.sum()  # reads a
     with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"write-after-read"):
         a.mul_(3)
+
+
+def test_data_dependent_ops_are_checked():
+    # nonzero waits for its kernel (the result's size comes from the data):
+    # its read is checked like any other.
+    a = _filled(1.0)
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    with torch.npu.stream(s1):
+        b = a * 2
+    with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"read-after-write.*'aten::nonzero"):
+        torch.nonzero(b)
+    s2.wait_stream(s1)
+    with torch.npu.stream(s2):
+        assert torch.nonzero(b).shape == (N, 1)
 
 
 def test_concurrent_reads_are_not_races():
