@@ -119,9 +119,10 @@ aclError npuSimLaunchWorkWithAccesses(aclrtStream stream, const npuSimWork* work
                                       const npuSimMemAccess* accesses, size_t count,
                                       uint64_t* workId);
 
-// Where the calling thread launches work from ("train.py:42"), or null;
-// the string must stay valid for the life of the process. Called on the
-// launching thread at each tracked launch while the detector is on.
+// Where the calling thread launches work from ("train.py:42"), or null.
+// Called on the launching thread at each tracked launch while the detector
+// is on, before the detector takes its lock; the simulator copies the text,
+// which must stay valid until the provider's next call on that thread.
 typedef const char* (*npuSimLaunchSiteFn)(void);
 aclError npuSimRaceCheckSetSiteProvider(npuSimLaunchSiteFn provider);
 

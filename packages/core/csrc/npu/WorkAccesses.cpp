@@ -1,9 +1,5 @@
 #include "npu/WorkAccesses.h"
 
-#include <algorithm>
-#include <mutex>
-#include <unordered_map>
-
 #include <c10/core/TensorImpl.h>
 
 #include "npu/NPUException.h"
@@ -21,24 +17,13 @@ thread_local WorkAccessScope* tls_scope = nullptr;
 
 std::atomic<LaunchSiteProvider> g_site_provider{nullptr};
 
-// The simulator's site provider: ops' LaunchSite, kept alive for the life
-// of the process (the detector keeps the text of every access it tracks;
-// sites are few: one per launching source line).
+// The simulator's site provider: ops' LaunchSite of the launching line,
+// held until the thread's next launch (the simulator copies the text).
 const char* launch_site_for_simulator() {
+  thread_local LaunchSite last;
   const LaunchSiteProvider provider = g_site_provider.load(std::memory_order_acquire);
-  if (provider == nullptr) {
-    return nullptr;
-  }
-  LaunchSite site = provider();
-  if (site == nullptr) {
-    return nullptr;
-  }
-  static std::mutex mutex;
-  static auto* kept = new std::unordered_map<const std::string*, LaunchSite>();
-  std::lock_guard lock(mutex);
-  const std::string* text = site.get();
-  kept->emplace(text, std::move(site));
-  return text->c_str();
+  last = provider != nullptr ? provider() : nullptr;
+  return last != nullptr ? last->c_str() : nullptr;
 }
 
 } // namespace
