@@ -282,8 +282,15 @@ void declare_accesses(c10_npu::WorkAccessScope& accesses, WrittenArgs written, c
   (visit(args), ...);
 }
 
+// Whether kernel `Fn` writes its first tensor argument (an in-place
+// kernel, CallInplace) rather than its last (an out= kernel).
+template <typename Fn>
+struct WritesFirstArgument : std::false_type {};
+
+// Queues kernel `Fn` on `args`, declaring that it writes the arguments in
+// `written` (Note [Stream race detection]).
 template <typename Fn, typename... T>
-void launch(const c10_npu::NPUStream& stream, const char* name, WrittenArgs written, const T&... args) {
+void launch_writing(const c10_npu::NPUStream& stream, const char* name, WrittenArgs written, const T&... args) {
   static_assert(sizeof...(T) <= 64);
   using Work = DeviceWork<Fn, Captured<T>...>;
   c10_npu::WorkAccessScope accesses;
@@ -307,6 +314,15 @@ void launch(const c10_npu::NPUStream& stream, const char* name, WrittenArgs writ
   if (verification != nullptr) {
     finish_verification(verification, signature, [&] { stream.synchronize(); });
   }
+}
+
+// As launch_writing, for a kernel that writes its out= argument (the last)
+// or, in place, its first.
+template <typename Fn, typename... T>
+void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args) {
+  constexpr WrittenArgs kWritten =
+      WritesFirstArgument<Fn>::value ? WrittenArgs{1} : WrittenArgs{1} << (sizeof...(T) - 1);
+  launch_writing<Fn>(stream, name, kWritten, args...);
 }
 
 // The CPU kernels, as static functions of `Cpu` (see PointwiseKernels.cpp).
@@ -343,7 +359,7 @@ struct Functional<Op, Meta, Cpu, at::Tensor(Args...)> {
     NpuMeta<Meta, OutputKind::Fresh> meta;
     meta.meta(meta_arg(args)...);
     at::Tensor out = std::move(meta.output);
-    launch<CallOut<Cpu>>(scope.stream(), Op::name, WrittenArgs{1} << sizeof...(Args), args..., out);
+    launch<CallOut<Cpu>>(scope.stream(), Op::name, args..., out);
     return out;
   }
 };
@@ -361,7 +377,7 @@ struct Inplace<Op, Meta, Cpu, at::Tensor&(at::Tensor&, Rest...)> {
     const DeviceScope scope(*device);
     NpuMeta<Meta, OutputKind::Inplace> meta(self);
     meta.meta(self, meta_arg(rest)...);
-    launch<CallInplace<Cpu>>(scope.stream(), Op::name, WrittenArgs{1}, self, rest...);
+    launch<CallInplace<Cpu>>(scope.stream(), Op::name, self, rest...);
     return self;
   }
 };
@@ -381,7 +397,7 @@ struct Out<Op, Meta, Cpu, at::Tensor&(Args...)> {
     const DeviceScope scope(*device);
     NpuMeta<Meta, OutputKind::Out> meta(out);
     run_meta(meta, refs, std::make_index_sequence<sizeof...(Args) - 1>());
-    launch<CallOut<Cpu>>(scope.stream(), Op::name, WrittenArgs{1} << (sizeof...(Args) - 1), args...);
+    launch<CallOut<Cpu>>(scope.stream(), Op::name, args...);
     return out;
   }
 
@@ -391,6 +407,10 @@ struct Out<Op, Meta, Cpu, at::Tensor&(Args...)> {
     meta.meta(meta_arg(std::get<I>(refs))...);
   }
 };
+
+// An in-place kernel writes its first argument (launch).
+template <typename... P>
+struct WritesFirstArgument<CallInplace<P...>> : std::true_type {};
 
 // --- Registration -----------------------------------------------------------------
 

@@ -93,8 +93,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
   at::Tensor mean = fast::allocate_output({M}, {}, stat_options);
   at::Tensor rstd = fast::allocate_output({M}, {}, stat_options);
   // Writes Y, mean and rstd.
-  fast::launch<LayerNormForwardCpu>(scope.stream(), "aten::native_layer_norm", fast::WrittenArgs{0b111} << 6, X, gamma,
-                                    beta, M, N, eps, Y, mean, rstd);
+  fast::launch_writing<LayerNormForwardCpu>(scope.stream(), "aten::native_layer_norm", fast::WrittenArgs{0b111} << 6,
+                                            X, gamma, beta, M, N, eps, Y, mean, rstd);
 
   // The statistics keep the input's leading dimensions, 1 for the normalized ones.
   c10::DimVector stat_shape(input.sizes().begin(), input.sizes().end() - normalized_shape.size());
@@ -141,9 +141,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   }
   if (M > 0) {
     // Writes dX, dgamma and dbeta.
-    fast::launch<LayerNormBackwardCpu>(scope.stream(), "aten::native_layer_norm_backward",
-                                       fast::WrittenArgs{0b111} << 7, dY, X, mean, rstd, gamma, M, N, dX, dgamma,
-                                       dbeta);
+    fast::launch_writing<LayerNormBackwardCpu>(scope.stream(), "aten::native_layer_norm_backward",
+                                               fast::WrittenArgs{0b111} << 7, dY, X, mean, rstd, gamma, M, N, dX,
+                                               dgamma, dbeta);
   }
   return {std::move(dX), std::move(dgamma), std::move(dbeta)};
 }

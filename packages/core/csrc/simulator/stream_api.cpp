@@ -237,6 +237,9 @@ aclError launchWork(aclrtStream stream, const npuSimWork* work, const npuSimMemA
     return fail(ACL_ERROR_INVALID_PARAM, "%s: %s is null", api,
                 work == nullptr ? "work" : "work->run");
   }
+  if (accesses == nullptr && count != 0) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: accesses is null but count is %zu", api, count);
+  }
   Stream* s = nullptr;
   if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
     return err;
