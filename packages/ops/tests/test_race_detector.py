@@ -237,3 +237,24 @@ def test_training_on_two_streams_done_right_is_silent():
         losses.append(loss.detach())
     torch.npu.synchronize()
     assert all(torch.isfinite(loss).item() for loss in losses)
+
+
+def test_batch_norm_writes_its_running_statistics_only_in_training():
+    bn = torch.nn.BatchNorm1d(8).npu()
+    x = torch.randn(16, 8, device="npu")
+    bn(x)
+    bn.eval()
+    bn(x)  # first calls of both signatures
+    torch.npu.synchronize()
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    for s in (s1, s2):  # inference on two streams only reads the statistics
+        s.wait_stream(torch.npu.current_stream())
+        with torch.npu.stream(s):
+            bn(x)
+    bn.train()
+    bn.num_batches_tracked = None  # no counter update: only the kernel writes
+    s1.wait_stream(s2)  # after the inference that read the statistics there
+    with torch.npu.stream(s1):
+        bn(x)
+    with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"write-after-write.*'aten::native_batch_norm'"):
+        bn(x)  # both update running_mean
