@@ -100,8 +100,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     }
     save_var = fast::allocate_output({self.size(1)}, {}, stat_options);
   }
-  fast::launch<BatchNormCpu>(scope.stream(), "aten::native_batch_norm", self, weight_opt, bias_opt,
-                             running_mean_opt, running_var_opt, train, momentum, eps, output, save_mean, save_var);
+  // Writes output, save_mean and save_var, and in training the running
+  // statistics.
+  const fast::WrittenArgs written = (fast::WrittenArgs{0b111} << 8) | (train ? fast::WrittenArgs{0b11} << 3 : 0);
+  fast::launch_writing<BatchNormCpu>(scope.stream(), "aten::native_batch_norm", written, self, weight_opt, bias_opt,
+                                     running_mean_opt, running_var_opt, train, momentum, eps, output, save_mean,
+                                     save_var);
   return {std::move(output), std::move(save_mean), std::move(save_var)};
 }
 

@@ -14,6 +14,7 @@
 #include "CallVerification.h"
 #include "CaptureChecks.h"
 #include "CpuAliases.h"
+#include "DeclaredAccesses.h"
 #include "DeviceChecks.h"
 #include "ExecutionCounters.h"
 #include "ExecutionPlan.h"
@@ -119,6 +120,15 @@ void launch_kernel(const ExecutionPlan& plan, const std::vector<IValue>& args, c
   const auto& target_schema = target.op.schema();
   std::vector<IValue> cpu_args = cpu_arguments(target_schema, target.args_for(args), device);
   c10_npu::LaunchSite site = capture_launch_site();
+  // Note [Stream race detection]: the arguments, and the fresh outputs
+  // (written).
+  c10_npu::WorkAccessScope accesses;
+  if (C10_UNLIKELY(accesses.active())) {
+    declare_argument_accesses(accesses, target_schema, target.args_for(args));
+    for (const at::Tensor& out : outputs.fresh) {
+      accesses.write(out);
+    }
+  }
 
   // Note [Errors at the call]: the first call of a signature waits for its
   // kernel and raises the kernel's own exception here.

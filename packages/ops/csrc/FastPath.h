@@ -48,6 +48,7 @@
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/WorkAccesses.h"
 
 namespace torch_npu_ops::fast {
 
@@ -286,9 +287,36 @@ uint64_t call_signature(const char* name, const T&... args) {
   return signature.digest();
 }
 
+// The arguments of a launch its kernel writes: bit i for argument i (a
+// tensor). It reads its other tensor arguments.
+using WrittenArgs = uint64_t;
+
+// Note [Stream race detection] (the simulator's race_detector.h).
+template <typename... T>
+void declare_accesses(c10_npu::WorkAccessScope& accesses, WrittenArgs written, const T&... args) {
+  size_t position = 0;
+  const auto visit = [&](const auto& arg) {
+    const bool write = ((written >> position++) & 1) != 0;
+    for_each_tensor_argument([&](const at::Tensor& t) { accesses.add(t, write); }, arg);
+  };
+  (visit(args), ...);
+}
+
+// Whether kernel `Fn` writes its first tensor argument (an in-place
+// kernel, CallInplace) rather than its last (an out= kernel).
+template <typename Fn>
+struct WritesFirstArgument : std::false_type {};
+
+// Queues kernel `Fn` on `args`, declaring that it writes the arguments in
+// `written` (Note [Stream race detection]).
 template <typename Fn, typename... T>
-void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args) {
+void launch_writing(const c10_npu::NPUStream& stream, const char* name, WrittenArgs written, const T&... args) {
+  static_assert(sizeof...(T) <= 64);
   using Work = DeviceWork<Fn, Captured<T>...>;
+  c10_npu::WorkAccessScope accesses;
+  if (C10_UNLIKELY(accesses.active())) {
+    declare_accesses(accesses, written, args...);
+  }
   if (C10_UNLIKELY(c10_npu::captures_underway())) {
     std::vector<at::Tensor> tensors;
     for_each_tensor_argument([&](const at::Tensor& t) { tensors.push_back(t); }, args...);
@@ -306,6 +334,15 @@ void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args
   if (verification != nullptr) {
     finish_verification(verification, signature, [&] { stream.synchronize(); });
   }
+}
+
+// As launch_writing, for a kernel that writes its out= argument (the last)
+// or, in place, its first.
+template <typename Fn, typename... T>
+void launch(const c10_npu::NPUStream& stream, const char* name, const T&... args) {
+  constexpr WrittenArgs kWritten =
+      WritesFirstArgument<Fn>::value ? WrittenArgs{1} : WrittenArgs{1} << (sizeof...(T) - 1);
+  launch_writing<Fn>(stream, name, kWritten, args...);
 }
 
 // The CPU kernels, as static functions of `Cpu` (see PointwiseKernels.cpp).
@@ -403,6 +440,10 @@ struct Out<Op, Meta, Cpu, Native, at::Tensor&(Args...)> {
     meta.meta(meta_arg(std::get<I>(refs))...);
   }
 };
+
+// An in-place kernel writes its first argument (launch).
+template <typename... P>
+struct WritesFirstArgument<CallInplace<P...>> : std::true_type {};
 
 // --- Registration -----------------------------------------------------------------
 

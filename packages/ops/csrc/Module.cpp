@@ -6,11 +6,13 @@
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
 #include "KernelAllocator.h"
+#include "LaunchSite.h"
 #include "OutputShapes.h"
 #include "PythonMetaWarmup.h"
 #include "SparseTensors.h"
 #include "aten/MissingKernelFallback.h"
 #include "npu/NPUFunctions.h"
+#include "npu/WorkAccesses.h"
 
 namespace py = pybind11;
 
@@ -27,6 +29,8 @@ PYBIND11_MODULE(_C, m) {
     // Before any device work: CPU kernels running as device work then
     // allocate device memory (and may compute results in their outputs).
     torch_npu_ops::install_kernel_allocator();
+    // The stream race detector names the Python line of each access.
+    c10_npu::set_launch_site_provider(&torch_npu_ops::capture_launch_site);
     // A process's first device use (a model moved to npu) starts the meta
     // kernels' imports, which then overlap the script's own setup.
     c10_npu::call_after_init([] { torch_npu_ops::meta_kernels_ready(); });

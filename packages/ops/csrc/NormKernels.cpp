@@ -92,8 +92,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
   const auto stat_options = X.options().dtype(at::native::param_scalar_type(input, mixed_type));
   at::Tensor mean = fast::allocate_output({M}, {}, stat_options);
   at::Tensor rstd = fast::allocate_output({M}, {}, stat_options);
-  fast::launch<LayerNormForwardCpu>(scope.stream(), "aten::native_layer_norm", X, gamma, beta, M, N, eps, Y, mean,
-                                    rstd);
+  // Writes Y, mean and rstd.
+  fast::launch_writing<LayerNormForwardCpu>(scope.stream(), "aten::native_layer_norm", fast::WrittenArgs{0b111} << 6,
+                                            X, gamma, beta, M, N, eps, Y, mean, rstd);
 
   // The statistics keep the input's leading dimensions, 1 for the normalized ones.
   c10::DimVector stat_shape(input.sizes().begin(), input.sizes().end() - normalized_shape.size());
@@ -139,8 +140,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     }
   }
   if (M > 0) {
-    fast::launch<LayerNormBackwardCpu>(scope.stream(), "aten::native_layer_norm_backward", dY, X, mean, rstd, gamma,
-                                       M, N, dX, dgamma, dbeta);
+    // Writes dX, dgamma and dbeta.
+    fast::launch_writing<LayerNormBackwardCpu>(scope.stream(), "aten::native_layer_norm_backward",
+                                               fast::WrittenArgs{0b111} << 7, dY, X, mean, rstd, gamma, M, N, dX,
+                                               dgamma, dbeta);
   }
   return {std::move(dX), std::move(dgamma), std::move(dbeta)};
 }

@@ -10,10 +10,12 @@
 
 #include <exception>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "CallVerification.h"
 #include "CpuAliases.h"
+#include "DeclaredAccesses.h"
 #include "ExecutionCounters.h"
 #include "IValueTensors.h"
 #include "KernelAllocator.h"
@@ -147,6 +149,11 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
     }
   }
   const c10::DispatchKeySet keys = kernel_keys(cpu_args, c10::BackendComponent::CPUBit);
+  // Note [Stream race detection], for this launch only.
+  std::optional<c10_npu::WorkAccessScope> accesses(std::in_place);
+  if (C10_UNLIKELY(accesses->active())) {
+    declare_argument_accesses(*accesses, schema, target_args);
+  }
   c10_npu::launch_host_work(
       stream, schema.name().c_str(),
       [state, op = target.op, keys, cpu_args = std::move(cpu_args),
@@ -166,6 +173,7 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
         }
       },
       nullptr, c10_npu::WorkFlags::Awaited);
+  accesses.reset();
   stream.synchronize(); // an error of earlier work names its own launch
   for (const c10::Warning& warning : state->verification.warnings) {
     c10::warn(warning); // Python's warnings, as the CPU kernel's

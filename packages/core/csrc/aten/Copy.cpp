@@ -23,6 +23,7 @@
 #include "npu/NPUHostAllocator.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/WorkAccesses.h"
 #include "npu/impl/AclInterface.h"
 
 namespace c10_npu::aten {
@@ -39,6 +40,9 @@ size_t nbytes(const at::Tensor& t) {
 // dst.copy_(src) as device work on `stream`; handles strides, broadcasting
 // (zero strides) and dtype conversion with PyTorch's CPU copy kernel.
 void launch_strided_copy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor& src) {
+  WorkAccessScope accesses;
+  accesses.read(src);
+  accesses.write(dst);
   launch_host_work(stream, "aten::copy_", [dst = TensorDesc(dst), src = TensorDesc(src)] {
     dst.cpu_view().copy_(src.cpu_view());
   });
@@ -177,6 +181,9 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src) {
 at::Tensor resolve_bits_on_device(const at::Tensor& src) {
   const NPUGuard guard(src.device());
   at::Tensor out = at::empty(src.sizes(), src.options());
+  WorkAccessScope accesses;
+  accesses.read(src);
+  accesses.write(out);
   launch_host_work(
       getCurrentNPUStream(src.device().index()), "aten::copy_",
       [dst = TensorDesc(out), src = TensorDesc(src), conj = src.is_conj(), neg = src.is_neg()] {

@@ -12,6 +12,7 @@
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/WorkAccesses.h"
 #include "npu/impl/AclInterface.h"
 
 namespace c10_npu::aten {
@@ -22,6 +23,8 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
     return self;
   }
   const NPUGuard guard(self.device());
+  WorkAccessScope accesses;
+  accesses.write(self);
   launch_host_work(
       getCurrentNPUStream(self.device().index()), "aten::fill_",
       [self = TensorDesc(self), value] { self.cpu_view().fill_(value); });
@@ -43,6 +46,9 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
       " but the tensor is on ", self.device());
   const NPUGuard guard(self.device());
   // Read the value on the device, in stream order: no host synchronisation.
+  WorkAccessScope accesses;
+  accesses.read(value);
+  accesses.write(self);
   launch_host_work(
       getCurrentNPUStream(self.device().index()), "aten::fill_",
       [self = TensorDesc(self), value = TensorDesc(value)] {
@@ -68,6 +74,8 @@ at::Tensor& zero(at::Tensor& self) {
     }
     return self;
   }
+  WorkAccessScope accesses;
+  accesses.write(self);
   launch_host_work(stream, "aten::zero_", [self = TensorDesc(self)] { self.cpu_view().zero_(); });
   return self;
 }

@@ -97,6 +97,38 @@ aclError npuSimActivityPopCorrelationId(uint64_t* id);
 // receives how many. Call again while it fills the capacity.
 aclError npuSimActivityFlush(npuSimActivityRecord* records, size_t capacity, size_t* count);
 
+// ---- Stream race detection (Note [Stream race detection], race_detector.h) ----
+//
+// Off by default; NPU_SIM_RACE_CHECK=1 turns it on at start. While on, a
+// launch whose device memory accesses race with earlier work on another
+// stream (nothing orders the two) fails with ACL_ERROR_RT_FAILURE and a
+// message naming both; the work is not enqueued.
+
+// One range of device memory a piece of work reads or writes.
+typedef struct npuSimMemAccess {
+  const void* ptr; // device address
+  size_t bytes;
+  uint32_t write; // 0: only read; 1: written (read-modify-write included)
+} npuSimMemAccess;
+
+// Turns the detector on (non-zero) or off; turning it off forgets what it
+// tracked.
+aclError npuSimRaceCheckEnable(int enable);
+aclError npuSimRaceCheckEnabled(int* enabled);
+
+// As npuSimLaunchWork, declaring what the work reads and writes (checked
+// and recorded while the detector is on; ignored while it is off).
+aclError npuSimLaunchWorkWithAccesses(aclrtStream stream, const npuSimWork* work,
+                                      const npuSimMemAccess* accesses, size_t count,
+                                      uint64_t* workId);
+
+// Where the calling thread launches work from ("train.py:42"), or null.
+// Called on the launching thread at each tracked launch while the detector
+// is on, before the detector takes its lock; the simulator copies the text,
+// which must stay valid until the provider's next call on that thread.
+typedef const char* (*npuSimLaunchSiteFn)(void);
+aclError npuSimRaceCheckSetSiteProvider(npuSimLaunchSiteFn provider);
+
 // Describes the simulator configuration in effect, e.g.
 // "devices=8 capacity=17179869184 checker=on cann=9.0.0". Never null.
 const char* npuSimDescribe(void);

@@ -7,6 +7,7 @@
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGraphsUtils.h"
+#include "npu/WorkAccesses.h"
 #include "npu/impl/AclInterface.h"
 
 namespace c10_npu {
@@ -104,7 +105,21 @@ uint64_t launch_work(
   work.ctx = ctx;
   work.flags = static_cast<uint32_t>(flags);
   uint64_t id = 0;
-  const aclError err = api.npuSimLaunchWork(stream.stream(), &work, &id);
+  aclError err;
+  if (C10_UNLIKELY(race_check_enabled())) {
+    // Note [Stream race detection] (simulator/race_detector.h): what the
+    // item reads and writes, as its launcher declared it.
+    std::vector<npuSimMemAccess> accesses;
+    if (const auto* declared = WorkAccessScope::current()) {
+      accesses.reserve(declared->size());
+      for (const WorkAccess& a : *declared) {
+        accesses.push_back(npuSimMemAccess{a.ptr, a.bytes, a.write ? 1u : 0u});
+      }
+    }
+    err = api.npuSimLaunchWorkWithAccesses(stream.stream(), &work, accesses.data(), accesses.size(), &id);
+  } else {
+    err = api.npuSimLaunchWork(stream.stream(), &work, &id);
+  }
   if (err != ACL_SUCCESS) {
     // Not enqueued: the work item is still ours to release.
     if (release != nullptr) {

@@ -18,6 +18,7 @@
 #include "python/MemorySnapshot.h"
 #include "python/Mstx.h"
 #include "python/Memory.h"
+#include "python/RaceCheck.h"
 #include "npu/impl/AclInterface.h"
 #include "npu/NPUCachingAllocator.h"
 #include "npu/NPUException.h"
@@ -280,6 +281,7 @@ PYBIND11_MODULE(_C, m) {
   c10_npu::python::bind_graphs(m);
   c10_npu::python::bind_memory_snapshot(m);
   c10_npu::python::bind_memory(m);
+  c10_npu::python::bind_race_check(m);
   // Note [Device work items run many times], tested: every launch runs its
   // item this many times (1: normal).
   m.def("_set_work_runs_for_testing", &set_work_runs_for_testing);

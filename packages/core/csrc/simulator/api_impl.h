@@ -74,6 +74,9 @@ aclError queryEventStatus(aclrtEvent event, aclrtEventRecordedStatus* status);
 aclError synchronizeEvent(aclrtEvent event);
 aclError eventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent);
 aclError launchWork(aclrtStream stream, const npuSimWork* work, uint64_t* workId);
+// With declared accesses (Note [Stream race detection], race_detector.h).
+aclError launchWork(aclrtStream stream, const npuSimWork* work, const npuSimMemAccess* accesses,
+                    size_t count, uint64_t* workId);
 
 // ---- model capture (capture_api.cpp) ----
 aclError captureBegin(aclrtStream stream, aclmdlRICaptureMode mode);

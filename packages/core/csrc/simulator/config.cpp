@@ -146,8 +146,9 @@ std::vector<int32_t> readVisibleDevices(uint32_t physical_count) {
   return ids;
 }
 
-bool readChecker() {
-  const char* text = env("NPU_SIM_CHECKER");
+// An on/off switch: 1/on/true or 0/off/false (case-insensitive).
+bool readSwitch(const char* name, const char* what) {
+  const char* text = env(name);
   if (text == nullptr) {
     return false;
   }
@@ -158,10 +159,8 @@ bool readChecker() {
   if (v == "1" || equalsIgnoreCase(v, "on") || equalsIgnoreCase(v, "true")) {
     return true;
   }
-  std::fprintf(stderr,
-               "[npu_sim] NPU_SIM_CHECKER='%s' is invalid: expected 1 or 0; the memory "
-               "checker stays off.\n",
-               text);
+  std::fprintf(stderr, "[npu_sim] %s='%s' is invalid: expected 1 or 0; the %s stays off.\n",
+               name, text, what);
   return false;
 }
 
@@ -177,14 +176,16 @@ Config load() {
   c.physical_ids = readVisibleDevices(c.physical_device_count);
   c.device_count = static_cast<uint32_t>(c.physical_ids.size());
   c.capacity = readCapacity();
-  c.checker = readChecker();
+  c.checker = readSwitch("NPU_SIM_CHECKER", "memory checker");
+  c.race_check = readSwitch("NPU_SIM_RACE_CHECK", "stream race detector");
   c.cann_version = readCannVersion();
   const char* soc = env("NPU_SIM_SOC_NAME");
   c.soc_name = std::string(soc && !trim(soc).empty() ? trim(soc) : kDefaultSocName) +
       " (simulated)";
   c.description = strFormat(
-      "backend=simulator devices=%u capacity=%s checker=%s cann=%s soc=%s",
+      "backend=simulator devices=%u capacity=%s checker=%s race_check=%s cann=%s soc=%s",
       c.device_count, compactBytes(c.capacity).c_str(), c.checker ? "on" : "off",
+      c.race_check ? "on" : "off",
       c.cann_version.text.c_str(), c.soc_name.c_str());
   if (c.device_count != c.physical_device_count) {
     std::string ids;

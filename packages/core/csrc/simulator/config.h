@@ -4,6 +4,7 @@
 //   NPU_SIM_DEVICE_COUNT      devices (0..64), default 8
 //   NPU_SIM_DEVICE_MEMORY     capacity per device, e.g. 16GiB, 512M, 1073741824
 //   NPU_SIM_CHECKER=1         host access to device memory faults (checker)
+//   NPU_SIM_RACE_CHECK=1      stream race detector (race_detector.h)
 //   NPU_SIM_CANN_VERSION      emulated CANN release, default 9.0.0
 //   NPU_SIM_SOC_NAME          base SoC name, default Ascend910B3
 //   ASCEND_RT_VISIBLE_DEVICES physical ids made visible, as on real CANN
@@ -28,6 +29,7 @@ struct Config {
   std::vector<int32_t> physical_ids;   // logical id -> physical id
   uint64_t capacity = 0;               // bytes per device, multiple of 4 KiB
   bool checker = false;
+  bool race_check = false;
   CannVersion cann_version;
   std::string soc_name;                // ends with " (simulated)"
   std::string description;             // npuSimDescribe

@@ -5,6 +5,7 @@
 #include "checker_signal.h"
 #include "errors.h"
 #include "config.h"
+#include "race_detector.h"
 #include "runtime.h"
 #include "stream.h"
 #include "util.h"
@@ -84,6 +85,9 @@ aclError Device::drain(const char* api, std::shared_ptr<WorkError>* error) {
   bool ok = true; // false: cut short by process exit
   for (size_t i = 0; i < streams.size() && ok; ++i) {
     ok = streams[i]->waitFor(targets[i]);
+  }
+  if (ok && race::enabled()) {
+    race::hostWaitedDevice(id_);
   }
   if (ok && error != nullptr) {
     for (Stream* s : streams) {

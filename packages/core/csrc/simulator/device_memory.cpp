@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "errors.h"
+#include "race_detector.h"
 #include "util.h"
 
 namespace npu_sim {
@@ -164,6 +165,9 @@ aclError DeviceMemory::free(void* ptr) {
     }
     allocation = it->second;
     heap_.erase(it);
+  }
+  if (race::enabled()) {
+    race::memoryFreed(p, allocation.rounded);
   }
   const uint64_t offset = p - heap_base_;
   releaseHeapPages(offset, allocation.rounded);
@@ -411,6 +415,9 @@ aclError DeviceMemory::unmap(void* virPtr, PhysicalHandle** handle, uint32_t* ow
   std::string error;
   if (!unmapDeviceRange(layout_, p, it->second.size, &error)) {
     return fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtUnmapMem: %s", error.c_str());
+  }
+  if (race::enabled()) {
+    race::memoryFreed(p, it->second.size);
   }
   *handle = it->second.handle;
   *owner = it->second.owner;

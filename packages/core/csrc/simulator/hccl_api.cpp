@@ -181,10 +181,21 @@ HcclResult deviceBuffer(const char* api, const char* role, const void* p, uint64
   return HCCL_SUCCESS;
 }
 
-// Launches `body(comm, &why)` as device work named `api` on `stream`.
+// Device memory a collective reads (send buffers) and writes (receive
+// buffers), for the race detector (race_detector.h).
+using Accesses = std::vector<npuSimMemAccess>;
+
+npuSimMemAccess bufferAccess(const void* device_buffer, uint64_t count, HcclDataType type,
+                             bool write) {
+  return npuSimMemAccess{device_buffer, static_cast<size_t>(count * hcclElementSize(type)),
+                         write ? 1u : 0u};
+}
+
+// Launches `body(comm, &why)` as device work named `api` on `stream`,
+// declaring `accesses`.
 template <typename Body>
 HcclResult launch(const char* api, aclrtStream stream, std::shared_ptr<Communicator> comm,
-                  Body body) {
+                  const Accesses& accesses, Body body) {
   Runtime& rt = Runtime::get();
   Stream* s = nullptr;
   if (rt.stream(stream, api, &s) != ACL_SUCCESS) {
@@ -222,7 +233,7 @@ HcclResult launch(const char* api, aclrtStream stream, std::shared_ptr<Communica
     return ACL_ERROR_RT_AICORE_EXCEPTION;
   };
   work.release = [](void* ctx) { delete static_cast<Closure*>(ctx); };
-  if (impl::launchWork(stream, &work, nullptr) != ACL_SUCCESS) {
+  if (impl::launchWork(stream, &work, accesses.data(), accesses.size(), nullptr) != ACL_SUCCESS) {
     delete static_cast<Closure*>(work.ctx);
     return HCCL_E_RUNTIME;
   }
@@ -277,7 +288,7 @@ HcclResult sendOrReceive(const char* api, bool send, void* buf, uint64_t count,
     // Even an empty message goes out: its receiver checks that it expected
     // no elements.
     const PeerMessage message{send, peer, data, count, dataType};
-    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+    return launch(api, stream, std::move(c), {bufferAccess(buf, count, dataType, !send)}, [=](Communicator& comm, std::string* why) {
       return comm.exchange({message}, why);
     });
   });
@@ -342,9 +353,11 @@ HcclResult allToAll(const char* api, bool even, const void* sendBuf,
   if (refused != HCCL_SUCCESS) {
     return refused;
   }
+  const Accesses accesses{bufferAccess(sendBuf, extentOf(sendCounts, sdispls), sendType, false),
+                          bufferAccess(recvBuf, extentOf(recvCounts, rdispls), recvType, true)};
   // Launched even when this rank moves nothing: the others may, and every
   // rank checks the whole plan.
-  return launch(api, stream, std::move(c),
+  return launch(api, stream, std::move(c), accesses,
                 [=, sc = std::move(sendCounts), sd = std::move(sdispls),
                  rc = std::move(recvCounts), rd = std::move(rdispls)](Communicator& comm,
                                                                       std::string* why) {
@@ -471,7 +484,9 @@ NPU_SIM_EXPORT HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t c
     if (refused != HCCL_SUCCESS) {
       return refused;
     }
-    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+    const Accesses accesses{bufferAccess(sendBuf, count, dataType, false),
+                            bufferAccess(recvBuf, count, dataType, true)};
+    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
       return comm.allReduce(send, recv, count, dataType, op, -1, why);
     });
   });
@@ -497,7 +512,11 @@ NPU_SIM_EXPORT HcclResult HcclReduce(void* sendBuf, void* recvBuf, uint64_t coun
     if (refused != HCCL_SUCCESS) {
       return refused;
     }
-    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+    Accesses accesses{bufferAccess(sendBuf, count, dataType, false)};
+    if (recv != nullptr) {
+      accesses.push_back(bufferAccess(recvBuf, count, dataType, true));
+    }
+    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
       return comm.allReduce(send, recv, count, dataType, op, root, why);
     });
   });
@@ -516,7 +535,9 @@ NPU_SIM_EXPORT HcclResult HcclBroadcast(void* buf, uint64_t count, HcclDataType 
     if (refused != HCCL_SUCCESS) {
       return refused;
     }
-    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+    // The root reads the buffer, the others write it.
+    const Accesses accesses{bufferAccess(buf, count, dataType, c->rank() != root)};
+    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
       return comm.broadcast(data, count, dataType, root, why);
     });
   });
@@ -540,7 +561,9 @@ NPU_SIM_EXPORT HcclResult HcclAllGather(void* sendBuf, void* recvBuf, uint64_t s
     if (refused != HCCL_SUCCESS) {
       return refused;
     }
-    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+    const Accesses accesses{bufferAccess(sendBuf, sendCount, dataType, false),
+                            bufferAccess(recvBuf, sendCount * c->size(), dataType, true)};
+    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
       return comm.allGather(send, recv, sendCount, dataType, why);
     });
   });
@@ -565,7 +588,9 @@ NPU_SIM_EXPORT HcclResult HcclReduceScatter(void* sendBuf, void* recvBuf, uint64
     if (refused != HCCL_SUCCESS) {
       return refused;
     }
-    return launch(api, stream, std::move(c), [=](Communicator& comm, std::string* why) {
+    const Accesses accesses{bufferAccess(sendBuf, recvCount * c->size(), dataType, false),
+                            bufferAccess(recvBuf, recvCount, dataType, true)};
+    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
       return comm.reduceScatter(send, recv, recvCount, dataType, op, why);
     });
   });
@@ -578,7 +603,7 @@ NPU_SIM_EXPORT HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
     if (HcclResult refused = findComm(api, comm, &c); refused != HCCL_SUCCESS) {
       return refused;
     }
-    return launch(api, stream, std::move(c),
+    return launch(api, stream, std::move(c), {},
                   [](Communicator& comm, std::string* why) { return comm.barrier(why); });
   });
 }
@@ -606,6 +631,7 @@ NPU_SIM_EXPORT HcclResult HcclBatchSendRecv(HcclSendRecvItem* sendRecvInfo, uint
     }
     std::vector<PeerMessage> messages;
     messages.reserve(itemNum);
+    Accesses accesses;
     for (uint32_t i = 0; i < itemNum; ++i) {
       const HcclSendRecvItem& item = sendRecvInfo[i];
       const std::string which = "sendRecvInfo[" + std::to_string(i) + "]";
@@ -630,11 +656,12 @@ NPU_SIM_EXPORT HcclResult HcclBatchSendRecv(HcclSendRecvItem* sendRecvInfo, uint
         return refused;
       }
       messages.push_back({send, item.remoteRank, data, item.count, item.dataType});
+      accesses.push_back(bufferAccess(item.buf, item.count, item.dataType, !send));
     }
     if (messages.empty()) {
       return HCCL_SUCCESS;
     }
-    return launch(api, stream, std::move(c),
+    return launch(api, stream, std::move(c), accesses,
                   [messages = std::move(messages)](Communicator& comm, std::string* why) {
                     return comm.exchange(messages, why);
                   });

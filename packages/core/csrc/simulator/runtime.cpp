@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "errors.h"
+#include "race_detector.h"
 #include "stream.h"
 #include "util.h"
 
@@ -78,6 +79,7 @@ Runtime& Runtime::get() {
 }
 
 Runtime::Runtime() : config_(npu_sim::config()) {
+  race::applyConfig();
   if (!reserveAddressSpace(config_.device_count, config_.capacity, config_.checker, &layout_,
                            &init_error_)) {
     return; // check() reports init_error_; no devices

@@ -7,6 +7,7 @@
 #include "api_guard.h"
 #include "api_impl.h"
 #include "errors.h"
+#include "race_detector.h"
 
 using npu_sim::guarded;
 namespace impl = npu_sim::impl;
@@ -71,6 +72,34 @@ NPU_SIM_EXPORT aclError npuSimActivityFlush(npuSimActivityRecord* records, size_
     *count = npu_sim::activity::flush(records, capacity);
     return ACL_SUCCESS;
   });
+}
+
+NPU_SIM_EXPORT aclError npuSimLaunchWorkWithAccesses(aclrtStream stream, const npuSimWork* work,
+                                                     const npuSimMemAccess* accesses,
+                                                     size_t count, uint64_t* workId) {
+  return guarded("npuSimLaunchWorkWithAccesses",
+                 [&] { return impl::launchWork(stream, work, accesses, count, workId); });
+}
+
+NPU_SIM_EXPORT aclError npuSimRaceCheckEnable(int enable) {
+  npu_sim::race::setEnabled(enable != 0);
+  return ACL_SUCCESS;
+}
+
+NPU_SIM_EXPORT aclError npuSimRaceCheckEnabled(int* enabled) {
+  if (enabled == nullptr) {
+    return npu_sim::fail(ACL_ERROR_INVALID_PARAM, "npuSimRaceCheckEnabled: enabled is null");
+  }
+  return guarded("npuSimRaceCheckEnabled", [&] {
+    npu_sim::race::applyConfig();
+    *enabled = npu_sim::race::enabled() ? 1 : 0;
+    return ACL_SUCCESS;
+  });
+}
+
+NPU_SIM_EXPORT aclError npuSimRaceCheckSetSiteProvider(npuSimLaunchSiteFn provider) {
+  npu_sim::race::setSiteProvider(provider);
+  return ACL_SUCCESS;
 }
 
 NPU_SIM_EXPORT const char* npuSimDescribe(void) {

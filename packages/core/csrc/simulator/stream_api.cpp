@@ -4,6 +4,7 @@
 #include "errors.h"
 #include "event.h"
 #include "model.h"
+#include "race_detector.h"
 #include "runtime.h"
 #include "stream.h"
 
@@ -89,6 +90,9 @@ aclError destroyStream(aclrtStream stream) {
   }
   rt.device(s->device()).removeStream(s);
   s->destroy(); // waits for queued work, joins the worker
+  if (race::enabled()) {
+    race::streamDestroyed(s);
+  }
   s->release();
   return ACL_SUCCESS;
 }
@@ -112,6 +116,9 @@ aclError synchronizeStream(aclrtStream stream) {
   if (!s->waitFor(s->enqueued())) {
     return abandonedAtExit();
   }
+  if (race::enabled()) {
+    race::hostWaitedStream(s);
+  }
   return reportWorkError(s->takeError());
 }
 
@@ -132,6 +139,9 @@ aclError streamQuery(aclrtStream stream, aclrtStreamStatus* status) {
     return refuseDuringCapture(model, api, "querying the capturing stream");
   }
   *status = s->reached(s->enqueued()) ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
+  if (race::enabled() && *status == ACL_STREAM_STATUS_COMPLETE) {
+    race::hostWaitedStream(s);
+  }
   return ACL_SUCCESS;
 }
 
@@ -166,6 +176,9 @@ aclError streamWaitEvent(aclrtStream stream, aclrtEvent event) {
   const uint64_t generation = e->latest();
   if (generation == 0) {
     return ACL_SUCCESS;
+  }
+  if (race::enabled()) {
+    race::streamWaitedEvent(s, e);
   }
   if (e->isComplete(generation)) {
     // Note [Device-work errors follow the dependencies] (event.h).
@@ -208,6 +221,11 @@ aclError streamGetDevice(aclrtStream stream, int32_t* deviceId) {
 }
 
 aclError launchWork(aclrtStream stream, const npuSimWork* work, uint64_t* workId) {
+  return launchWork(stream, work, nullptr, 0, workId);
+}
+
+aclError launchWork(aclrtStream stream, const npuSimWork* work, const npuSimMemAccess* accesses,
+                    size_t count, uint64_t* workId) {
   // On failure the simulator did not take the work: it never calls
   // work->release, the caller still owns ctx.
   const char* api = "npuSimLaunchWork";
@@ -219,12 +237,22 @@ aclError launchWork(aclrtStream stream, const npuSimWork* work, uint64_t* workId
     return fail(ACL_ERROR_INVALID_PARAM, "%s: %s is null", api,
                 work == nullptr ? "work" : "work->run");
   }
+  if (accesses == nullptr && count != 0) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: accesses is null but count is %zu", api, count);
+  }
   Stream* s = nullptr;
   if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
     return err;
   }
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
+  }
+  if (race::enabled() && s->capture() == nullptr) {
+    if (aclError err = race::launch(s, work->name != nullptr ? work->name : "device work",
+                                    accesses, count);
+        err != ACL_SUCCESS) {
+      return err;
+    }
   }
   const uint64_t id = nextWorkId();
   s->enqueue(UserWork{*work, id});
@@ -265,6 +293,9 @@ aclError destroyEvent(aclrtEvent event) {
   if (aclError err = eventOrFail(event, api, &e); err != ACL_SUCCESS) {
     return err;
   }
+  if (race::enabled()) {
+    race::eventDestroyed(e);
+  }
   e->destroy(); // queued records and waits keep it alive until they ran
   return ACL_SUCCESS;
 }
@@ -291,6 +322,9 @@ aclError recordEvent(aclrtEvent event, aclrtStream stream) {
     return err;
   }
   e->setCapturedBy(nullptr); // recorded for real again
+  if (race::enabled()) {
+    race::eventRecorded(e, s);
+  }
   const uint64_t generation = e->beginRecord();
   e->retain(); // dropped by the worker after completing the record
   e->noteRecorder(generation, s, s->enqueue(RecordWork{e, generation}));
@@ -316,6 +350,9 @@ aclError queryEventStatus(aclrtEvent event, aclrtEventRecordedStatus* status) {
   // Never recorded counts as complete (nothing to wait for).
   *status = e->isComplete(e->latest()) ? ACL_EVENT_RECORDED_STATUS_COMPLETE
                                        : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  if (race::enabled() && *status == ACL_EVENT_RECORDED_STATUS_COMPLETE) {
+    race::hostWaitedEvent(e);
+  }
   return ACL_SUCCESS;
 }
 
@@ -347,6 +384,9 @@ aclError synchronizeEvent(aclrtEvent event) {
   }
   if (!e->wait(generation)) {
     return abandonedAtExit();
+  }
+  if (race::enabled()) {
+    race::hostWaitedEvent(e);
   }
   return reportWorkError(e->state().error);
 }

@@ -10,6 +10,7 @@
 #include "api_impl.h"
 #include "errors.h"
 #include "model.h"
+#include "race_detector.h"
 #include "runtime.h"
 #include "stream.h"
 #include "util.h"
@@ -201,6 +202,12 @@ aclError memcpyAsync(void* dst, size_t destMax, const void* src, size_t count,
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
   }
+  if (race::enabled() && s->capture() == nullptr) {
+    const npuSimMemAccess accesses[] = {{src, c.count, 0}, {dst, c.count, 1}};
+    if (aclError err = race::launch(s, "memcpy", accesses, 2); err != ACL_SUCCESS) {
+      return err;
+    }
+  }
   s->enqueue(CopyWork{c.dst, c.src, c.count});
   return ACL_SUCCESS;
 }
@@ -243,6 +250,12 @@ aclError memsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count,
   }
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
+  }
+  if (race::enabled() && s->capture() == nullptr) {
+    const npuSimMemAccess access{devPtr, count, 1};
+    if (aclError err = race::launch(s, "memset", &access, 1); err != ACL_SUCCESS) {
+      return err;
+    }
   }
   s->enqueue(MemsetWork{host, count, static_cast<unsigned char>(value)});
   return ACL_SUCCESS;

@@ -106,6 +106,14 @@ class ActivityRecord(Structure):
                 ("endNs", ctypes.c_int64), ("bytes", c_uint64)]
 
 
+class NpuSimMemAccess(Structure):
+    _fields_ = [("ptr", c_void_p), ("bytes", c_size_t), ("write", c_uint32)]
+
+
+# Returns a `const char*` (as an address: a c_char_p result would leak).
+SITE_FN = CFUNCTYPE(c_void_p)
+
+
 class UtilizationInfo(ctypes.Structure):
     _fields_ = [("cubeUtilization", c_int32), ("vectorUtilization", c_int32),
                 ("aicpuUtilization", c_int32), ("memoryUtilization", c_int32),
@@ -176,6 +184,11 @@ _SIGNATURES = {
     "npuSimActivityPushCorrelationId": (c_int, [ctypes.c_uint64]),
     "npuSimActivityPopCorrelationId": (c_int, [POINTER(ctypes.c_uint64)]),
     "npuSimActivityFlush": (c_int, [c_void_p, ctypes.c_size_t, POINTER(ctypes.c_size_t)]),
+    "npuSimLaunchWorkWithAccesses": (c_int, [c_void_p, POINTER(NpuSimWork), POINTER(NpuSimMemAccess),
+                                             c_size_t, POINTER(c_uint64)]),
+    "npuSimRaceCheckEnable": (c_int, [c_int]),
+    "npuSimRaceCheckEnabled": (c_int, [POINTER(c_int)]),
+    "npuSimRaceCheckSetSiteProvider": (c_int, [c_void_p]),
     # HCCL (hccl_functions.h); HcclComm and aclrtStream are pointers
     "HcclGetRootInfo": (c_int, [c_void_p]),
     "HcclCommInitRootInfo": (c_int, [c_uint32, c_void_p, c_uint32, POINTER(c_void_p)]),
@@ -360,6 +373,20 @@ class Sim:
         self._keep.extend([run, rel, name_buf])
         wid = c_uint64()
         self.check("npuSimLaunchWork", self.lib.npuSimLaunchWork(stream, byref(work), byref(wid)))
+        return wid.value
+
+    def launch_accessing(self, stream, name, reads=(), writes=()):
+        """Launches empty work declaring (ptr, bytes) ranges read and written
+        (Note [Stream race detection])."""
+        run = RUN_FN(lambda ctx: 0)
+        name_buf = ctypes.create_string_buffer(name)
+        work = NpuSimWork(ctypes.cast(name_buf, c_char_p), run, RELEASE_FN(), None, 0)
+        ranges = [(p, n, 0) for p, n in reads] + [(p, n, 1) for p, n in writes]
+        accesses = (NpuSimMemAccess * max(1, len(ranges)))(*ranges)
+        self._keep.extend([run, name_buf])
+        wid = c_uint64()
+        self.check("npuSimLaunchWorkWithAccesses",
+                   self.lib.npuSimLaunchWorkWithAccesses(stream, byref(work), accesses, len(ranges), byref(wid)))
         return wid.value
 
 

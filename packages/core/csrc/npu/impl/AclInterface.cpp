@@ -7,6 +7,11 @@
 
 #include <c10/util/Exception.h>
 
+namespace c10_npu::detail {
+// WorkAccesses.cpp: follows the simulator's NPU_SIM_RACE_CHECK.
+void adopt_runtime_race_check(const acl::AclApi& api);
+} // namespace c10_npu::detail
+
 namespace c10_npu::acl {
 namespace {
 
@@ -104,6 +109,11 @@ Loaded load() {
   resolve(handle, "npuSimActivityPushCorrelationId", loaded.api.npuSimActivityPushCorrelationId, simulator, library);
   resolve(handle, "npuSimActivityPopCorrelationId", loaded.api.npuSimActivityPopCorrelationId, simulator, library);
   resolve(handle, "npuSimActivityFlush", loaded.api.npuSimActivityFlush, simulator, library);
+  resolve(handle, "npuSimLaunchWorkWithAccesses", loaded.api.npuSimLaunchWorkWithAccesses, simulator, library);
+  resolve(handle, "npuSimRaceCheckEnable", loaded.api.npuSimRaceCheckEnable, simulator, library);
+  resolve(handle, "npuSimRaceCheckEnabled", loaded.api.npuSimRaceCheckEnabled, simulator, library);
+  resolve(handle, "npuSimRaceCheckSetSiteProvider", loaded.api.npuSimRaceCheckSetSiteProvider, simulator, library);
+  c10_npu::detail::adopt_runtime_race_check(loaded.api);
 
   loaded.info.backend = backend;
   loaded.info.library = library;

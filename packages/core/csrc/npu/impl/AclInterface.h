@@ -28,6 +28,10 @@ struct AclApi {
   decltype(&::npuSimActivityPushCorrelationId) npuSimActivityPushCorrelationId = nullptr;
   decltype(&::npuSimActivityPopCorrelationId) npuSimActivityPopCorrelationId = nullptr;
   decltype(&::npuSimActivityFlush) npuSimActivityFlush = nullptr;
+  decltype(&::npuSimLaunchWorkWithAccesses) npuSimLaunchWorkWithAccesses = nullptr;
+  decltype(&::npuSimRaceCheckEnable) npuSimRaceCheckEnable = nullptr;
+  decltype(&::npuSimRaceCheckEnabled) npuSimRaceCheckEnabled = nullptr;
+  decltype(&::npuSimRaceCheckSetSiteProvider) npuSimRaceCheckSetSiteProvider = nullptr;
 #undef TORCH_NPU_ACL_POINTER
 };
 

@@ -1,0 +1,96 @@
+#include "npu/WorkAccesses.h"
+
+#include <c10/core/TensorImpl.h>
+
+#include "npu/NPUException.h"
+#include "npu/impl/AclInterface.h"
+
+namespace c10_npu {
+
+namespace detail {
+std::atomic<bool> g_race_check{false};
+} // namespace detail
+
+namespace {
+
+thread_local WorkAccessScope* tls_scope = nullptr;
+
+std::atomic<LaunchSiteProvider> g_site_provider{nullptr};
+
+// The simulator's site provider: ops' LaunchSite of the launching line,
+// held until the thread's next launch (the simulator copies the text).
+const char* launch_site_for_simulator() {
+  thread_local LaunchSite last;
+  const LaunchSiteProvider provider = g_site_provider.load(std::memory_order_acquire);
+  last = provider != nullptr ? provider() : nullptr;
+  return last != nullptr ? last->c_str() : nullptr;
+}
+
+} // namespace
+
+namespace detail {
+
+void adopt_runtime_race_check(const acl::AclApi& api) {
+  int enabled = 0;
+  if (api.npuSimRaceCheckEnabled == nullptr || api.npuSimRaceCheckEnabled(&enabled) != ACL_SUCCESS ||
+      enabled == 0) {
+    return;
+  }
+  api.npuSimRaceCheckSetSiteProvider(&launch_site_for_simulator);
+  g_race_check.store(true, std::memory_order_relaxed);
+}
+
+} // namespace detail
+
+void set_race_check_enabled(bool enabled) {
+  const auto& api = acl::api();
+  TORCH_CHECK(
+      api.npuSimRaceCheckEnable != nullptr,
+      "The stream race detector is part of the NPU simulator; the CANN runtime in use has none.");
+  if (enabled) {
+    NPU_CHECK(api.npuSimRaceCheckSetSiteProvider(&launch_site_for_simulator));
+  }
+  NPU_CHECK(api.npuSimRaceCheckEnable(enabled ? 1 : 0));
+  detail::g_race_check.store(enabled, std::memory_order_relaxed);
+}
+
+void set_launch_site_provider(LaunchSiteProvider provider) {
+  g_site_provider.store(provider, std::memory_order_release);
+}
+
+void WorkAccessScope::add(const at::TensorBase& tensor, bool write) {
+  if (!active_ || !tensor.defined() || tensor.device().type() != c10::DeviceType::PrivateUse1) {
+    return;
+  }
+  const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  if (impl->numel() == 0 || !impl->has_storage() || impl->storage().data() == nullptr) {
+    return;
+  }
+  int64_t low = 0;
+  int64_t high = 0;
+  const auto sizes = impl->sizes();
+  const auto strides = impl->strides();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    const int64_t span = (sizes[d] - 1) * strides[d];
+    (span < 0 ? low : high) += span;
+  }
+  const int64_t item = static_cast<int64_t>(impl->itemsize());
+  const auto* base = static_cast<const char*>(impl->storage().data()) +
+      (impl->storage_offset() + low) * item;
+  accesses_.push_back(WorkAccess{base, static_cast<size_t>((high - low + 1) * item), write});
+}
+
+const std::vector<WorkAccess>* WorkAccessScope::current() {
+  return tls_scope != nullptr ? &tls_scope->accesses_ : nullptr;
+}
+
+void WorkAccessScope::enter() {
+  outer_ = tls_scope;
+  tls_scope = this;
+}
+
+void WorkAccessScope::leave() {
+  tls_scope = outer_;
+}
+
+} // namespace c10_npu

@@ -1,0 +1,28 @@
+// What a boxed kernel reads and writes, from its schema, for the simulator's
+// stream race detector (Note [Stream race detection], core's
+// npu/WorkAccesses.h).
+#pragma once
+
+#include <vector>
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
+#include "IValueTensors.h"
+#include "npu/WorkAccesses.h"
+
+namespace torch_npu_ops {
+
+// The kernel reads its tensor arguments and writes its mutable ones (alias
+// annotations with `!`: in-place and out= arguments).
+inline void declare_argument_accesses(c10_npu::WorkAccessScope& accesses, const c10::FunctionSchema& schema,
+                                      const std::vector<c10::IValue>& args) {
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < args.size() && i < arguments.size(); ++i) {
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    const bool write = alias != nullptr && alias->isWrite();
+    for_each_tensor(args[i], [&](const at::Tensor& t) { accesses.add(t, write); });
+  }
+}
+
+} // namespace torch_npu_ops
