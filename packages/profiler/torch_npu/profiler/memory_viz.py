@@ -27,8 +27,6 @@ Only the rendering needs it; loading and analysing a snapshot
 from __future__ import annotations
 
 import argparse
-import base64
-import html
 import io
 import os
 import pickle
@@ -36,6 +34,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ._html_report import INSTALL_HINT, escape, import_matplotlib, page, table
 
 __all__ = [
     "SnapshotError",
@@ -49,7 +49,6 @@ __all__ = [
     "main",
 ]
 
-INSTALL_HINT = "pip install 'torch-npu-profiler[viz]'"
 DEFAULT_TOP = 8
 # The segment panel shows at most this many segments per device: a real
 # allocator holds hundreds of small ones, whose bars would be a few pixels
@@ -477,14 +476,7 @@ def analyze_snapshot(snapshot: Mapping[str, Any], *, device: Optional[int] = Non
 
 
 def _matplotlib() -> Any:
-    """matplotlib, imported on first use: it is an optional dependency."""
-    try:
-        import matplotlib
-        from matplotlib.figure import Figure  # noqa: F401  (fails early when broken)
-    except ImportError as e:
-        raise ImportError(f"rendering a memory snapshot needs matplotlib, an optional dependency "
-                          f"of torch-npu-profiler: {INSTALL_HINT} (import failed: {e})") from e
-    return matplotlib
+    return import_matplotlib("rendering a memory snapshot")
 
 
 def _site_colors(matplotlib: Any, labels: Sequence[str]) -> Dict[str, Any]:
@@ -634,21 +626,7 @@ def _draw(devices: List[DeviceMemory], title: str) -> bytes:
 # HTML
 # ---------------------------------------------------------------------------
 
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.2em; margin-top: 1.6em; } h3 { font-size: 1.05em; }
-table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-th { background: #f2f2f2; }
-pre { margin: 0; font-size: 0.85em; white-space: pre-wrap; }
-img { max-width: 100%; border: 1px solid #ddd; }
-.note { color: #666; font-size: 0.9em; }
-"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value))
+_e = escape
 
 
 def _num(n: int) -> str:
@@ -656,12 +634,7 @@ def _num(n: int) -> str:
     return f"{int(n):,} B" + (f" ({format_bytes(n)})" if abs(int(n)) >= 1024 else "")
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
-    """An HTML table; ``rows`` hold already-escaped cell HTML."""
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+_table = table
 
 
 def _stack_html(frames: Optional[Sequence[Frame]]) -> str:
@@ -750,14 +723,9 @@ def _device_html(dev: DeviceMemory) -> str:
 
 
 def _page(devices: List[DeviceMemory], png: bytes, title: str) -> str:
-    image = base64.b64encode(png).decode("ascii")
     body = "\n".join(_device_html(d) for d in devices) or \
         "<p>The snapshot is empty: no segments and no trace entries.</p>"
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            f"<h1>{_e(title)}</h1>\n"
-            f'<img alt="memory over time by allocation site, and segment layout" '
-            f'src="data:image/png;base64,{image}">\n{body}\n</body>\n</html>\n')
+    return page(title, png, "memory over time by allocation site, and segment layout", body)
 
 
 # ---------------------------------------------------------------------------
