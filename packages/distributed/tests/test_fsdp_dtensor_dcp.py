@@ -17,6 +17,7 @@ def program(*parts: str) -> str:
     """Joins pieces of a rank's program, each dedented on its own."""
     return "\n".join(textwrap.dedent(part) for part in parts)
 
+
 # The model the FSDP2 and DCP tests share: small enough to be quick, two
 # Linear layers so that there is a per-layer fully_shard and a root one.
 MLP = """
@@ -219,6 +220,14 @@ dist.destroy_process_group()
 print("saved")
 """
 
+# A process without a process group (the single-process DCP loader).
+PRELUDE_NO_GROUP = """\
+import sys, warnings
+warnings.filterwarnings("ignore", category=FutureWarning)
+import torch, torch_npu
+torch.npu.set_device(0)
+"""
+
 # Compares a loaded (model, optim) state with the saved full tensors.
 DCP_COMPARE = """
 def compare(model_state, optim_state, expected_model, expected_optim):
@@ -283,10 +292,3 @@ def test_dcp_checkpoint_of_fsdp2_reloads_in_one_process_and_on_four_ranks(tmp_pa
     """), world=4)
     assert outputs == ["four ranks ok\n"] * 4
 
-
-PRELUDE_NO_GROUP = """\
-import sys, warnings
-warnings.filterwarnings("ignore", category=FutureWarning)
-import torch, torch_npu
-torch.npu.set_device(0)
-"""
