@@ -80,11 +80,38 @@ def test_fsdp2_training_matches_single_process_training(tmp_path):
         # The training moved the parameters (so the comparison means something).
         assert max_difference(full["0.weight"], make_mlp()[0].weight) > 1e-3
         print("parameters ok")
+
+        # Mixed precision: bfloat16 parameters in forward and backward
+        # (all-gathered in bfloat16), gradients reduce-scattered in float32.
+        # The reference: the same bfloat16 model on the CPU, each rank's part
+        # of the batch on its own, the gradients averaged in float32.
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        model = make_mlp().npu()
+        for layer in (model[0], model[2], model):
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+        low = make_mlp().bfloat16()
+        x = torch.randn(8, 8, generator=g).bfloat16()
+        part = slice(8 // world * rank, 8 // world * (rank + 1))
+        out = model(x[part].npu())
+        assert out.dtype == torch.bfloat16 and torch.equal(out.cpu(), low(x[part])), out
+        out.float().sum().backward()
+        expected = {}
+        for r in range(world):
+            low.zero_grad()
+            low(x[8 // world * r:8 // world * (r + 1)]).float().sum().backward()
+            for name, p in low.named_parameters():
+                expected[name] = expected.get(name, 0) + p.grad.float() / world
+        for name, p in model.named_parameters():
+            assert p.dtype == torch.float32 and p.grad.dtype == torch.float32, name
+            assert max_difference(p.grad.full_tensor(), expected[name]) < 1e-6, name
+        print("mixed precision ok")
         dist.destroy_process_group()
     """))
     for out in outputs:
         assert out.split() == ["loss", "0", "ok", "loss", "1", "ok", "loss", "2", "ok",
-                               "loss", "3", "ok", "parameters", "ok"], out
+                               "loss", "3", "ok", "parameters", "ok", "mixed", "precision", "ok"], out
 
 
 def test_dtensor_redistribute_and_random_ops(tmp_path):
