@@ -225,6 +225,45 @@ def test_tensor_parallel_mlp_matches_the_unsharded_model(tmp_path):
     assert outputs == ["tp ok\n"] * 2
 
 
+def test_fsdp2_over_tensor_parallel_on_a_2d_mesh_matches_single_process_training(tmp_path):
+    # 4 ranks as a (dp=2, tp=2) mesh: the DeviceMesh's sub-groups are hccl
+    # groups of 2; FSDP2 shards the TP shards again over "dp".
+    outputs = run_ranks(tmp_path, """
+        import copy
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.tensor import Shard
+        from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                       parallelize_module)
+
+        mesh = init_device_mesh("npu", (2, 2), mesh_dim_names=("dp", "tp"))
+        torch.manual_seed(0)
+        reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 6))
+        model = parallelize_module(copy.deepcopy(reference).npu(), mesh["tp"],
+                                   {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        fully_shard(model, mesh=mesh["dp"])
+        assert model[0].weight.placements[1] == Shard(0) and model[0].weight.to_local().shape == (4, 8)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        part = slice(4 * mesh.get_local_rank("dp"), 4 * mesh.get_local_rank("dp") + 4)
+        for step in range(3):
+            x = torch.randn(8, 8, generator=g)
+            y = torch.randn(8, 6, generator=g)
+            ref_opt.zero_grad()
+            torch.nn.functional.mse_loss(reference(x), y).backward()
+            ref_opt.step()
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x[part].npu()), y[part].npu()).backward()
+            opt.step()
+        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+            assert (p.full_tensor().cpu() - q.detach()).abs().max().item() < 1e-5, name
+        print("2d ok")
+        dist.destroy_process_group()
+    """, world=4)
+    assert outputs == ["2d ok\n"] * 4
+
+
 # Saves a 2-rank FSDP2 model and its Adam state with DCP, and the same state
 # gathered into full tensors with torch.save, for the loaders to compare with.
 DCP_SAVE = MLP + """
