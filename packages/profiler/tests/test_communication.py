@@ -103,7 +103,7 @@ def test_two_ranks_write_communication_json(ranks_output):
                 hccs = collective[name]["Communication Bandwidth Info"]["HCCS"]
                 assert hccs["Transit Size(MB)"] == 0.0625 and hccs["Bandwidth(GB/s)"] > 0, name
             p2p_hccs = communication[step]["p2p"][p2p_op]["Communication Bandwidth Info"]["HCCS"]
-            assert p2p_hccs["Transit Size(MB)"] == 16 * 64 * 4 / 2**20
+            assert p2p_hccs["Transit Size(MB)"] == round(16 * 64 * 4 / 2**20, 6)
             total = collective["Total Op Info"]["Communication Time Info"]
             assert abs(total["Elapse Time(ms)"] - sum(
                 op["Communication Time Info"]["Elapse Time(ms)"] for name, op in collective.items()
@@ -114,7 +114,9 @@ def test_two_ranks_write_communication_json(ranks_output):
         kernels = {e["name"] for e in trace if e.get("ph") == "X" and processes.get(e["pid"]) == "Ascend Hardware"}
         assert {"aten::mul", "aten::relu", "HcclAllReduce", "HcclAllGather"} <= kernels
         hccl_lane = [e for e in trace if e.get("ph") == "X" and processes.get(e["pid"]) == "HCCL"]
-        assert sorted(e["name"] for e in hccl_lane) == ["HcclAllGather"] * 2 + ["HcclAllReduce"] * 2
+        p2p_kernel = "HcclSend" if rank == 0 else "HcclRecv"
+        assert sorted(e["name"] for e in hccl_lane) == sorted(
+            ["HcclAllGather", "HcclAllReduce", "HcclBroadcast", p2p_kernel] * 2)
         kernel_rows = (output / "kernel_details.csv").read_text().splitlines()
         assert any(",HcclAllReduce,HcclAllReduce,HCCL," in row for row in kernel_rows)
         step_trace = (output / "step_trace_time.csv").read_text().splitlines()[1:]
