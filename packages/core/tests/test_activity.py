@@ -50,6 +50,8 @@ def test_copies_memsets_and_kernels_leave_records(recording):
     assert memset["correlation_id"] == 42
     kernel = next(r for r in by_kind["kernel"] if r["name"] == "aten::copy_")
     assert kernel["correlation_id"] == 42 and kernel["work_id"] > 0 and kernel["bytes"] == 0
+    # Not collectives (those are test_sim_hccl.py's, Note [Collective activity records]).
+    assert all((r["rank_count"], r["rank"], r["peer_rank"]) == (0, 0, -1) for r in (copy, memset, kernel))
     stream = torch.npu.current_stream()
     for record in (copy, memset, kernel):
         assert record["device"] == stream.device.index

@@ -1,6 +1,6 @@
 """A two-rank run (one process per rank over the hccl backend): one result
-directory per rank, each with communication.json in Ascend's layout, and
-kernels and HCCL lanes in its trace."""
+directory per rank, each with communication.json and communication_matrix.json
+in Ascend's layout, and kernels and HCCL lanes in its trace."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 TIME_INFO = ["Start Timestamp(us)", "Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)",
              "Synchronization Time(ms)", "Idle Time(ms)", "Wait Time Ratio", "Synchronization Time Ratio"]
 BANDWIDTH_INFO = ["Transit Time(ms)", "Transit Size(MB)", "Bandwidth(GB/s)", "Large Packet Ratio",
                   "Size Distribution"]
+
+MATRIX_LINK_INFO = ["Transport Type", "Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)"]
 
 RANK_SCRIPT = """\
 import os, sys, warnings
@@ -33,6 +37,11 @@ with profile(schedule=schedule(wait=0, active=2, repeat=1, skip_first=1), record
         gathered = torch.empty(512, 64).npu()
         dist.all_gather_into_tensor(gathered, y)
         assert gathered[0, 0].item() == 3.0
+        dist.broadcast(y, src=0)
+        if rank == 0:
+            dist.send(y[:16], dst=1)
+        else:
+            dist.recv(y[:16], src=0)
         prof.step()
 dist.destroy_process_group()
 """
@@ -55,8 +64,14 @@ def run_ranks(tmp_path: Path, world: int = 2) -> Path:
     return out
 
 
-def test_two_ranks_write_communication_json(tmp_path):
-    out = run_ranks(tmp_path)
+@pytest.fixture(scope="module")
+def ranks_output(tmp_path_factory) -> Path:
+    """One two-rank run's results, shared by this file's tests."""
+    return run_ranks(tmp_path_factory.mktemp("ranks"))
+
+
+def test_two_ranks_write_communication_json(ranks_output):
+    out = ranks_output
     for rank in range(2):
         results = list((out / f"rank{rank}").glob("*_ascend_pt"))
         assert len(results) == 1, results
@@ -68,8 +83,10 @@ def test_two_ranks_write_communication_json(tmp_path):
         assert sorted(communication) == ["step1", "step2"]
         for step, n in (("step1", 0), ("step2", 1)):
             collective = communication[step]["collective"]
-            assert sorted(collective) == sorted([f"hcom_allReduce__{n}", f"hcom_allGather__{n}", "Total Op Info"])
-            assert communication[step]["p2p"] == {}
+            assert sorted(collective) == sorted([f"hcom_allReduce__{n}", f"hcom_allGather__{n}",
+                                                 f"hcom_broadcast__{n}", "Total Op Info"])
+            p2p_op = f"hcom_send__{n}" if rank == 0 else f"hcom_receive__{n}"
+            assert sorted(communication[step]["p2p"]) == sorted([p2p_op, "Total Op Info"])
             for name, op in collective.items():
                 time_info = op["Communication Time Info"]
                 assert list(time_info) == TIME_INFO
@@ -79,11 +96,14 @@ def test_two_ranks_write_communication_json(tmp_path):
                 assert sorted(bandwidth) == sorted(["RDMA", "HCCS", "PCIE", "SDMA", "SIO"])
                 for entry in bandwidth.values():
                     assert list(entry) == BANDWIDTH_INFO
-            # all_gather_into_tensor's input, 256x64 float32, is known from its shape and dtype;
-            # all_reduce takes a tensor list, whose dtype torch does not record.
-            gather = collective[f"hcom_allGather__{n}"]["Communication Bandwidth Info"]["HCCS"]
-            assert gather["Transit Size(MB)"] == 0.0625 and gather["Bandwidth(GB/s)"] > 0
-            assert collective[f"hcom_allReduce__{n}"]["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"] == 0
+            # The records' bytes (count x element size): 256x64 float32 for each
+            # collective, also for all_reduce and broadcast, which take a tensor
+            # list whose dtype torch's profiler does not record; 16x64 for the send.
+            for name in (f"hcom_allGather__{n}", f"hcom_allReduce__{n}", f"hcom_broadcast__{n}"):
+                hccs = collective[name]["Communication Bandwidth Info"]["HCCS"]
+                assert hccs["Transit Size(MB)"] == 0.0625 and hccs["Bandwidth(GB/s)"] > 0, name
+            p2p_hccs = communication[step]["p2p"][p2p_op]["Communication Bandwidth Info"]["HCCS"]
+            assert p2p_hccs["Transit Size(MB)"] == round(16 * 64 * 4 / 2**20, 6)
             total = collective["Total Op Info"]["Communication Time Info"]
             assert abs(total["Elapse Time(ms)"] - sum(
                 op["Communication Time Info"]["Elapse Time(ms)"] for name, op in collective.items()
@@ -94,8 +114,33 @@ def test_two_ranks_write_communication_json(tmp_path):
         kernels = {e["name"] for e in trace if e.get("ph") == "X" and processes.get(e["pid"]) == "Ascend Hardware"}
         assert {"aten::mul", "aten::relu", "HcclAllReduce", "HcclAllGather"} <= kernels
         hccl_lane = [e for e in trace if e.get("ph") == "X" and processes.get(e["pid"]) == "HCCL"]
-        assert sorted(e["name"] for e in hccl_lane) == ["HcclAllGather"] * 2 + ["HcclAllReduce"] * 2
+        p2p_kernel = "HcclSend" if rank == 0 else "HcclRecv"
+        assert sorted(e["name"] for e in hccl_lane) == sorted(
+            ["HcclAllGather", "HcclAllReduce", "HcclBroadcast", p2p_kernel] * 2)
         kernel_rows = (output / "kernel_details.csv").read_text().splitlines()
         assert any(",HcclAllReduce,HcclAllReduce,HCCL," in row for row in kernel_rows)
         step_trace = (output / "step_trace_time.csv").read_text().splitlines()[1:]
         assert len(step_trace) == 2 and all(float(row.split(",")[5]) > 0 for row in step_trace)  # Communication
+
+
+def test_two_ranks_write_communication_matrix_json(ranks_output):
+    out = ranks_output
+    for rank in range(2):
+        (result,) = (out / f"rank{rank}").glob("*_ascend_pt")
+        matrix = json.loads((result / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json").read_text())
+        assert sorted(matrix) == ["step1", "step2"]
+        for step, n in (("step1", 0), ("step2", 1)):
+            collective, p2p = matrix[step]["collective"], matrix[step]["p2p"]
+            assert sorted(collective) == sorted([f"hcom_allReduce__{n}", f"hcom_allGather__{n}",
+                                                 f"hcom_broadcast__{n}"])
+            # Collectives: this rank to every other rank; point-to-point: the data's direction.
+            for links in collective.values():
+                assert list(links) == [f"{rank}-{1 - rank}"]
+            assert p2p == {(f"hcom_send__{n}" if rank == 0 else f"hcom_receive__{n}"): p2p[next(iter(p2p))]}
+            assert list(next(iter(p2p.values()))) == ["0-1"]
+            for links in [*collective.values(), *p2p.values()]:
+                for link in links.values():
+                    assert list(link) == MATRIX_LINK_INFO
+                    assert link["Transport Type"] == "HCCS"
+                    assert link["Transit Time(ms)"] > 0 and link["Bandwidth(GB/s)"] > 0
+            assert collective[f"hcom_allReduce__{n}"][f"{rank}-{1 - rank}"]["Transit Size(MB)"] == 0.0625

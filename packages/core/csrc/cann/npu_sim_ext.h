@@ -83,7 +83,19 @@ typedef struct npuSimActivityRecord {
   uint64_t correlationId; // 0: none pushed at launch
   int64_t startNs; // steady clock (CLOCK_MONOTONIC), nanoseconds
   int64_t endNs;
-  uint64_t bytes; // copied or set; 0 for host-function work
+  uint64_t bytes; // copied or set; for a collective, see rankCount; else 0
+  // Collectives (HCCL work, Note [Collective activity records] in
+  // simulator/activity.h): the communicator's rank count and this rank;
+  // peerRank is the other rank of an HcclSend/HcclRecv (or of a batch whose
+  // items all name one peer), -1 otherwise. bytes is then the data the
+  // collective's count describes: count x element size of the call (the
+  // per-rank buffer of all-reduce, reduce, broadcast, all-gather's send
+  // count, reduce-scatter's receive count; the sum of the sent counts of
+  // all-to-all; the sum of the items of a batch). rankCount 0: not a
+  // collective.
+  uint32_t rankCount;
+  uint32_t rank;
+  int32_t peerRank;
 } npuSimActivityRecord;
 
 // Turns recording on (non-zero) or off; records kept so far stay.

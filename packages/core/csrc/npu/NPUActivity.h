@@ -17,6 +17,11 @@
 // simulator; on CANN the equivalent is msprof's, which this API does not
 // wrap yet (is_available() is false there).
 //
+// A simulated HCCL collective is a Kernel record named after the call
+// ("HcclAllReduce") that also carries its bytes, the communicator's rank
+// count, this rank and the point-to-point peer (Note [Collective activity
+// records] in simulator/activity.h).
+//
 // Besides the runtime's records, the host may add its own (record_host):
 // mstx marks and ranges (NPUMstx.h, Kind::Mstx). flush() returns both
 // kinds together, ordered by end time.
@@ -49,11 +54,18 @@ struct Record {
   uint64_t correlation_id; // 0: none pushed at launch
   int64_t start_ns;
   int64_t end_ns;
-  uint64_t bytes; // copied or set; 0 for kernels
+  uint64_t bytes; // copied or set; a collective's count x element size; else 0
   // Mstx records: the mstx domain, and the native id (gettid) of the thread
   // that called mstx. Empty and 0 for the runtime's records.
   std::string domain;
   uint64_t thread_id = 0;
+  // Collectives (kind Kernel, named after the HCCL call: Note [Collective
+  // activity records] in simulator/activity.h): the communicator's rank count
+  // (0: not a collective), this rank, and the peer of point-to-point work
+  // (-1: none).
+  uint32_t rank_count = 0;
+  uint32_t rank = 0;
+  int32_t peer_rank = -1;
 };
 
 // Whether the loaded runtime records activity.

@@ -39,6 +39,9 @@ py::list flush_records() {
     d["bytes"] = r.bytes;
     d["domain"] = r.domain;
     d["tid"] = r.thread_id;
+    d["rank_count"] = r.rank_count;
+    d["rank"] = r.rank;
+    d["peer_rank"] = r.peer_rank;
     out.append(std::move(d));
   }
   return out;
@@ -56,7 +59,9 @@ void bind_activity(py::module_& m) {
   // device, stream (the runtime's handle, as NPUStream.npu_stream; 0 for
   // host-side mstx records), work_id, correlation_id, start_ns and end_ns
   // (CLOCK_MONOTONIC), bytes, domain and tid (mstx records: the mstx domain
-  // and the calling thread's native id; "" and 0 otherwise).
+  // and the calling thread's native id; "" and 0 otherwise), rank_count,
+  // rank and peer_rank (collectives: the communicator's size, this rank and
+  // the point-to-point peer or -1; 0, 0, -1 otherwise).
   m.def("_activity_flush", &flush_records);
 }
 

@@ -14,6 +14,8 @@ namespace {
 std::mutex g_mutex;
 std::deque<npuSimActivityRecord> g_records; // behind g_mutex
 thread_local std::vector<uint64_t> tls_correlations;
+thread_local CollectiveDetail tls_running_collective;
+thread_local bool tls_has_running_collective = false;
 
 } // namespace
 
@@ -41,6 +43,20 @@ uint64_t currentCorrelation() {
 void record(const npuSimActivityRecord& record) {
   std::lock_guard lock(g_mutex);
   g_records.push_back(record);
+}
+
+void setRunningCollective(const CollectiveDetail& detail) {
+  tls_running_collective = detail;
+  tls_has_running_collective = true;
+}
+
+bool takeRunningCollective(CollectiveDetail* detail) {
+  if (!tls_has_running_collective) {
+    return false;
+  }
+  tls_has_running_collective = false;
+  *detail = tls_running_collective;
+  return true;
 }
 
 size_t flush(npuSimActivityRecord* out, size_t capacity) {

@@ -28,6 +28,27 @@ uint64_t currentCorrelation();
 
 void record(const npuSimActivityRecord& record);
 
+// Note [Collective activity records]
+// An HCCL collective runs as host-function work (hccl_api.cpp's launch());
+// its record stays kind KERNEL, named after the HCCL call ("HcclAllReduce"),
+// and also carries what a communication view needs: the bytes of the call's
+// count (count x element size, see npuSimActivityRecord), the communicator's
+// rank count and this rank, and the peer of point-to-point work. The running
+// work hands these to its executor through the worker thread (set before the
+// collective runs, taken by the executor right after), so the generic work
+// item needs no collective fields, and nothing is kept while recording is off.
+struct CollectiveDetail {
+  uint64_t bytes = 0;
+  uint32_t rank_count = 0;
+  uint32_t rank = 0;
+  int32_t peer = -1;
+};
+
+// Called by running collective work on its worker thread.
+void setRunningCollective(const CollectiveDetail& detail);
+// Takes (and clears) what the work just run set; false if it set nothing.
+bool takeRunningCollective(CollectiveDetail* detail);
+
 // Moves up to `capacity` of the oldest records into `out`; returns how many.
 size_t flush(npuSimActivityRecord* out, size_t capacity);
 

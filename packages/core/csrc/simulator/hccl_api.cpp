@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "api_guard.h"
+#include "activity.h"
 #include "api_impl.h"
 #include "collective_comm.h"
 #include "collective_reduce.h"
@@ -191,11 +192,23 @@ npuSimMemAccess bufferAccess(const void* device_buffer, uint64_t count, HcclData
                          write ? 1u : 0u};
 }
 
+// What a collective's activity record says it moved (Note [Collective
+// activity records] in activity.h): the bytes of the call's count (count x
+// element size) and, for point-to-point work, the peer rank.
+struct Traffic {
+  uint64_t bytes = 0;
+  int32_t peer = -1;
+};
+
+uint64_t bytesOf(uint64_t count, HcclDataType type) {
+  return count * hcclElementSize(type);
+}
+
 // Launches `body(comm, &why)` as device work named `api` on `stream`,
-// declaring `accesses`.
+// declaring `accesses`; its activity record carries `traffic`.
 template <typename Body>
 HcclResult launch(const char* api, aclrtStream stream, std::shared_ptr<Communicator> comm,
-                  const Accesses& accesses, Body body) {
+                  const Accesses& accesses, Traffic traffic, Body body) {
   Runtime& rt = Runtime::get();
   Stream* s = nullptr;
   if (rt.stream(stream, api, &s) != ACL_SUCCESS) {
@@ -214,13 +227,18 @@ HcclResult launch(const char* api, aclrtStream stream, std::shared_ptr<Communica
   struct Closure {
     const char* api;
     std::shared_ptr<Communicator> comm;
+    Traffic traffic;
     Body body;
   };
   npuSimWork work{};
   work.name = api;
-  work.ctx = new Closure{api, std::move(comm), std::move(body)};
+  work.ctx = new Closure{api, std::move(comm), traffic, std::move(body)};
   work.run = [](void* ctx) -> aclError {
     auto* closure = static_cast<Closure*>(ctx);
+    if (activity::enabled()) {
+      activity::setRunningCollective({closure->traffic.bytes, closure->comm->size(),
+                                      closure->comm->rank(), closure->traffic.peer});
+    }
     std::string why;
     if (closure->body(*closure->comm, &why) == HCCL_SUCCESS) {
       return ACL_SUCCESS;
@@ -288,7 +306,9 @@ HcclResult sendOrReceive(const char* api, bool send, void* buf, uint64_t count,
     // Even an empty message goes out: its receiver checks that it expected
     // no elements.
     const PeerMessage message{send, peer, data, count, dataType};
-    return launch(api, stream, std::move(c), {bufferAccess(buf, count, dataType, !send)}, [=](Communicator& comm, std::string* why) {
+    const Traffic traffic{bytesOf(count, dataType), static_cast<int32_t>(peer)};
+    return launch(api, stream, std::move(c), {bufferAccess(buf, count, dataType, !send)}, traffic,
+                  [=](Communicator& comm, std::string* why) {
       return comm.exchange({message}, why);
     });
   });
@@ -357,7 +377,11 @@ HcclResult allToAll(const char* api, bool even, const void* sendBuf,
                           bufferAccess(recvBuf, extentOf(recvCounts, rdispls), recvType, true)};
   // Launched even when this rank moves nothing: the others may, and every
   // rank checks the whole plan.
-  return launch(api, stream, std::move(c), accesses,
+  Traffic traffic;
+  for (const uint64_t count : sendCounts) {
+    traffic.bytes += bytesOf(count, sendType);
+  }
+  return launch(api, stream, std::move(c), accesses, traffic,
                 [=, sc = std::move(sendCounts), sd = std::move(sdispls),
                  rc = std::move(recvCounts), rd = std::move(rdispls)](Communicator& comm,
                                                                       std::string* why) {
@@ -486,7 +510,8 @@ NPU_SIM_EXPORT HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t c
     }
     const Accesses accesses{bufferAccess(sendBuf, count, dataType, false),
                             bufferAccess(recvBuf, count, dataType, true)};
-    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
+    return launch(api, stream, std::move(c), accesses, Traffic{bytesOf(count, dataType)},
+                  [=](Communicator& comm, std::string* why) {
       return comm.allReduce(send, recv, count, dataType, op, -1, why);
     });
   });
@@ -516,7 +541,8 @@ NPU_SIM_EXPORT HcclResult HcclReduce(void* sendBuf, void* recvBuf, uint64_t coun
     if (recv != nullptr) {
       accesses.push_back(bufferAccess(recvBuf, count, dataType, true));
     }
-    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
+    return launch(api, stream, std::move(c), accesses, Traffic{bytesOf(count, dataType)},
+                  [=](Communicator& comm, std::string* why) {
       return comm.allReduce(send, recv, count, dataType, op, root, why);
     });
   });
@@ -537,7 +563,8 @@ NPU_SIM_EXPORT HcclResult HcclBroadcast(void* buf, uint64_t count, HcclDataType 
     }
     // The root reads the buffer, the others write it.
     const Accesses accesses{bufferAccess(buf, count, dataType, c->rank() != root)};
-    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
+    return launch(api, stream, std::move(c), accesses, Traffic{bytesOf(count, dataType)},
+                  [=](Communicator& comm, std::string* why) {
       return comm.broadcast(data, count, dataType, root, why);
     });
   });
@@ -563,7 +590,8 @@ NPU_SIM_EXPORT HcclResult HcclAllGather(void* sendBuf, void* recvBuf, uint64_t s
     }
     const Accesses accesses{bufferAccess(sendBuf, sendCount, dataType, false),
                             bufferAccess(recvBuf, sendCount * c->size(), dataType, true)};
-    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
+    return launch(api, stream, std::move(c), accesses, Traffic{bytesOf(sendCount, dataType)},
+                  [=](Communicator& comm, std::string* why) {
       return comm.allGather(send, recv, sendCount, dataType, why);
     });
   });
@@ -590,7 +618,8 @@ NPU_SIM_EXPORT HcclResult HcclReduceScatter(void* sendBuf, void* recvBuf, uint64
     }
     const Accesses accesses{bufferAccess(sendBuf, recvCount * c->size(), dataType, false),
                             bufferAccess(recvBuf, recvCount, dataType, true)};
-    return launch(api, stream, std::move(c), accesses, [=](Communicator& comm, std::string* why) {
+    return launch(api, stream, std::move(c), accesses, Traffic{bytesOf(recvCount, dataType)},
+                  [=](Communicator& comm, std::string* why) {
       return comm.reduceScatter(send, recv, recvCount, dataType, op, why);
     });
   });
@@ -603,7 +632,7 @@ NPU_SIM_EXPORT HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
     if (HcclResult refused = findComm(api, comm, &c); refused != HCCL_SUCCESS) {
       return refused;
     }
-    return launch(api, stream, std::move(c), {},
+    return launch(api, stream, std::move(c), {}, Traffic{},
                   [](Communicator& comm, std::string* why) { return comm.barrier(why); });
   });
 }
@@ -661,7 +690,14 @@ NPU_SIM_EXPORT HcclResult HcclBatchSendRecv(HcclSendRecvItem* sendRecvInfo, uint
     if (messages.empty()) {
       return HCCL_SUCCESS;
     }
-    return launch(api, stream, std::move(c), accesses,
+    Traffic traffic{0, static_cast<int32_t>(messages.front().peer)};
+    for (const PeerMessage& m : messages) {
+      traffic.bytes += bytesOf(m.count, m.type);
+      if (static_cast<int32_t>(m.peer) != traffic.peer) {
+        traffic.peer = -1; // several peers: none to name
+      }
+    }
+    return launch(api, stream, std::move(c), accesses, traffic,
                   [messages = std::move(messages)](Communicator& comm, std::string* why) {
                     return comm.exchange(messages, why);
                   });

@@ -375,8 +375,16 @@ namespace {
 
 // Leaves the activity record of an item that ran from `start_ns` to now.
 void recordActivity(const Stream& stream, uint32_t kind, const char* name, uint64_t work_id,
-                    uint64_t correlation, int64_t start_ns, uint64_t bytes) {
+                    uint64_t correlation, int64_t start_ns, uint64_t bytes,
+                    const activity::CollectiveDetail* collective = nullptr) {
   npuSimActivityRecord record{};
+  record.peerRank = -1;
+  if (collective != nullptr) {
+    bytes = collective->bytes;
+    record.rankCount = collective->rank_count;
+    record.rank = collective->rank;
+    record.peerRank = collective->peer;
+  }
   record.name = name;
   record.kind = kind;
   record.deviceId = static_cast<int32_t>(stream.device());
@@ -449,9 +457,11 @@ void Executor::operator()(UserWork& w) const {
   setSignalWorkContext(work.name ? work.name : "(unnamed)");
   const aclError rc = work.run(work.ctx);
   setSignalWorkContext(nullptr);
+  activity::CollectiveDetail collective;
+  const bool is_collective = activity::takeRunningCollective(&collective);
   if (start != 0) {
     recordActivity(stream, NPU_SIM_ACTIVITY_KERNEL, work.name ? work.name : "(unnamed)", w.id,
-                   w.correlation, start, 0);
+                   w.correlation, start, 0, is_collective ? &collective : nullptr);
   }
   if (rc != ACL_SUCCESS) {
     stream.recordFailure(work, rc);

@@ -518,6 +518,38 @@ def test_collectives_are_device_work_on_the_stream(runner, tmp_path):
     assert outs[1] == "1 None [3.0]\n"
 
 
+def test_collective_activity_records_carry_bytes_and_ranks(runner, tmp_path):
+    # Note [Collective activity records]: bytes is the call's count x element
+    # size; rankCount and rank name the communicator; peerRank the other rank
+    # of a send or receive, -1 for the others.
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        assert lib.npuSimActivityEnable(1) == 0
+        p = upload([rank + 1.0] * 10, "d")
+        gathered = upload([0.0] * 20, "d")
+        ok(lib.HcclAllReduce(p, p, 10, HCCL_FP64, HCCL_SUM, comm, stream))
+        ok(lib.HcclAllGather(p, gathered, 10, HCCL_FP64, comm, stream))
+        q = upload([rank] * 3, "i")
+        if rank == 0:
+            ok(lib.HcclSend(q, 3, HCCL_INT32, 1, comm, stream))
+        else:
+            ok(lib.HcclRecv(q, 3, HCCL_INT32, 0, comm, stream))
+        ok(lib.HcclBarrier(comm, stream))
+        sim.sync()
+        records = (ActivityRecord * 256)()
+        count = ctypes.c_size_t()
+        assert lib.npuSimActivityFlush(records, 256, ctypes.byref(count)) == 0
+        for r in records[:count.value]:
+            if r.name.startswith(b"Hccl"):
+                print(r.name.decode(), r.kind, r.bytes, r.rankCount, r.rank, r.peerRank)
+            else:
+                assert (r.rankCount, r.peerRank) == (0, -1), r.name  # copies: not collectives
+    """))
+    assert outs[0].splitlines() == ["HcclAllReduce 1 80 2 0 -1", "HcclAllGather 1 80 2 0 -1",
+                                    "HcclSend 1 12 2 0 1", "HcclBarrier 1 0 2 0 -1"]
+    assert outs[1].splitlines() == ["HcclAllReduce 1 80 2 1 -1", "HcclAllGather 1 80 2 1 -1",
+                                    "HcclRecv 1 12 2 1 0", "HcclBarrier 1 0 2 1 -1"]
+
+
 def test_bad_arguments_are_refused_with_a_message(runner, tmp_path):
     outs = all_ok(run_ranks(runner, tmp_path, """
         p = upload([1.0, 2.0], "f")

@@ -13,6 +13,7 @@ from .._files import write_csv_atomic, write_json_atomic
 from ..raw_data import FRAMEWORK_DIR, OUTPUT_DIR, RawRun
 from . import tables
 from .communication import communication
+from .communication_matrix import communication_matrix, has_matrix
 from .model import RunModel, build_model
 from .trace_view import build_trace_view
 
@@ -28,6 +29,8 @@ def output_files(model: RunModel) -> dict[str, object]:
         files["step_trace_time.csv"] = tables.step_trace_time(model)
         if any(item.is_communication for item in model.device_items):
             files["communication.json"] = communication(model)
+            if has_matrix(model):
+                files["communication_matrix.json"] = communication_matrix(model)
     if model.has_cpu:
         files["operator_details.csv"] = tables.operator_details(model)
         if model.common_config.get("profile_memory"):

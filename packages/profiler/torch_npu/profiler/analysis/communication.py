@@ -10,14 +10,17 @@ the layout Ascend documents for a rank's ASCEND_PROFILER_OUTPUT.
 What the simulator's records hold decides what is measured: each collective
 is one device item (its start and end on the communicator's stream), with
 no breakdown into transfers and waits (CANN's Notify_Wait and Memcpy
-sub-tasks) and no byte count. So Elapse Time is measured; Transit Time is
-the whole elapse, and Wait, Synchronization and Idle Time are 0. Sizes come
-from the launching c10d op's input tensor's shape and dtype (record_shapes=True) when
-torch records both, i.e. for ops taking a tensor (all_gather_into_tensor,
-reduce_scatter_tensor, all_to_all_single); ops taking a tensor list
-(all_reduce, broadcast, ...) record no dtype, and their size and bandwidth
-are 0. The simulator's transport, shared memory between the
-ranks' processes on one host, is reported as HCCS (the intra-node link).
+sub-tasks). So Elapse Time is measured; Transit Time is the whole elapse,
+and Wait, Synchronization and Idle Time are 0. Sizes are the record's bytes
+(the HCCL call's count x element size, Note [Collective activity records]
+in core's simulator/activity.h). Records without bytes (CANN, older raw
+data) fall back to the launching c10d op's input tensor's shape and dtype
+(record_shapes=True) when torch records both, i.e. for ops taking a tensor
+(all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single); ops
+taking a tensor list (all_reduce, broadcast, ...) record no dtype, and their
+size and bandwidth are then 0. The simulator's transport, shared memory
+between the ranks' processes on one host, is reported as HCCS (the
+intra-node link).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 from .model import DeviceItem, HostOp, RunModel
@@ -72,11 +76,13 @@ def _collective_op(model: RunModel, item: DeviceItem) -> HostOp | None:
     return None
 
 
-def _transit_bytes(model: RunModel, item: DeviceItem) -> int:
-    """The bytes of the collective's first tensor input, from torch's Input
-    Dims and Input type (record_shapes); 0 when unknown. c10d ops taking a
-    tensor list (all_reduce, broadcast, ...) record the shapes but not the
-    dtype, so their size is unknown too."""
+def transit_bytes(model: RunModel, item: DeviceItem) -> int:
+    """The bytes the collective moves as its record states them (count x
+    element size); for records without them, the bytes of the c10d op's
+    first tensor input, from torch's Input Dims and Input type
+    (record_shapes); 0 when unknown. c10d ops taking a tensor list
+    (all_reduce, broadcast, ...) record the shapes but not the dtype, so
+    their size is unknown there."""
     if item.bytes:
         return item.bytes
     op = _collective_op(model, item)
@@ -116,7 +122,7 @@ def _op_info(model: RunModel, item: DeviceItem) -> dict[str, Any]:
     elapse_ms = item.dur_ns / 1e6
     transit_ms, wait_ms, sync_ms = elapse_ms, 0.0, 0.0
     bandwidth = {transport: _empty_bandwidth() for transport in TRANSPORTS}
-    bandwidth[SIMULATED_TRANSPORT] = _bandwidth_entry(_transit_bytes(model, item), item.dur_ns)
+    bandwidth[SIMULATED_TRANSPORT] = _bandwidth_entry(transit_bytes(model, item), item.dur_ns)
     return {
         "Communication Time Info": {
             "Start Timestamp(us)": round(item.start_ns / 1000, 3),
@@ -168,9 +174,10 @@ def _step_key(step: int | None) -> str:
     return f"step{step}" if step is not None else "step"
 
 
-def communication(model: RunModel) -> dict[str, Any]:
-    """The content of communication.json (empty when no collective ran)."""
-    result: dict[str, dict[str, dict[str, Any]]] = {}
+def communication_ops(model: RunModel) -> Iterator[tuple[str, str, str, DeviceItem]]:
+    """(step key, "collective" or "p2p", op key, item) for each collective of
+    the recorded steps, in start order; op keys count per type
+    (hcom_allReduce__0, hcom_allReduce__1, ...)."""
     sequence: dict[str, int] = defaultdict(int)
     for item in sorted((i for i in model.device_items if i.is_communication), key=lambda i: i.start_ns):
         if model.steps and item.step is None:
@@ -179,7 +186,14 @@ def communication(model: RunModel) -> dict[str, Any]:
         name = op_type(item)
         key = f"{name}_{sequence[name]}"
         sequence[name] += 1
-        step = result.setdefault(_step_key(item.step), {"collective": {}, "p2p": {}})
+        yield _step_key(item.step), kind, key, item
+
+
+def communication(model: RunModel) -> dict[str, Any]:
+    """The content of communication.json (empty when no collective ran)."""
+    result: dict[str, dict[str, dict[str, Any]]] = {}
+    for step_key, kind, key, item in communication_ops(model):
+        step = result.setdefault(step_key, {"collective": {}, "p2p": {}})
         step[kind][key] = _op_info(model, item)
     for step in result.values():
         for ops in step.values():

@@ -57,6 +57,12 @@ class DeviceItem:
     bytes: int
     op: HostOp | None = None
     step: int | None = None
+    # Collectives (the simulator's records): the communicator's rank count
+    # (0: unknown or not a collective), this rank, and the point-to-point
+    # peer (-1: none).
+    rank_count: int = 0
+    rank: int = 0
+    peer_rank: int = -1
 
     @property
     def dur_ns(self) -> int:
@@ -175,7 +181,9 @@ def build_model(run: RawRun) -> RunModel:
                 name=record["name"], kind=kind, device=record["device"], stream_id=stream_id,
                 stream_handle=record["stream"], work_id=record["work_id"],
                 correlation_id=record["correlation_id"], start_ns=record["start_ns"] + offset_ns,
-                end_ns=record["end_ns"] + offset_ns, bytes=record["bytes"])
+                end_ns=record["end_ns"] + offset_ns, bytes=record["bytes"],
+                rank_count=record.get("rank_count", 0), rank=record.get("rank", 0),
+                peer_rank=record.get("peer_rank", -1))
             item.op = op_of_correlation.get(item.correlation_id)
             if item.op is not None:
                 item.op.device_items.append(item)
