@@ -113,6 +113,9 @@ def test_cpu_only_traces_have_no_npu_events():
 
 def test_chrome_trace_has_kernels_and_streams_linked_to_ops(tmp_path):
     x = torch.randn(32, 32, device="npu")
+    # randn's kernel may still be queued: run it before the trace, which
+    # records all device work that runs while it is on, as CUPTI does.
+    torch.npu.synchronize()
     with profile(activities=NPU) as prof:
         x.mm(x)
     path = tmp_path / "trace.json"
