@@ -1,6 +1,6 @@
 """Realistic allocation traces replayed on the npu caching allocator.
 
-    python benchmarks/allocator_traces.py [--quick]
+    python benchmarks/allocator_traces.py [--quick | --soak STEPS]
 
 Each trace runs in a fresh process per allocator setting (PYTORCH_NPU_ALLOC_CONF)
 and allocates only (no kernels), so the figures are the allocator's:
@@ -121,7 +121,19 @@ def run(trace: str, steps: int, conf: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--soak", type=int, metavar="STEPS",
+                        help="only the llm trace, this many steps (10000 for the memory issue's soak), "
+                             "default allocator and expandable segments")
     args = parser.parse_args()
+    if args.soak:
+        print(f"llm soak of {args.soak} steps")
+        for name in ("default", "expandable_segments"):
+            r = run("llm", args.soak, SETTINGS[name])
+            at = {int(k): int(v) >> 20 for k, v in r["reserved_at"].items()}
+            print(f"{name:24s} reserved/requested {r['peak_reserved'] / max(r['peak_requested'], 1):.3f}  "
+                  f"reserved at step {min(at)}: {at[min(at)]} MiB, at step {max(at)}: {at[max(at)]} MiB  "
+                  f"allocs/s {r['allocs_per_s']:.0f}")
+        return
     steps = {"llm": 100, "kv-cache": 4, "small": 1000} if args.quick else \
         {"llm": 1000, "kv-cache": 20, "small": 10000}
     print(f"{'trace':10s}{'setting':24s}{'reserved/requested':>20s}{'2MiB floor':>12s}{'allocs/s':>12s}"
