@@ -30,3 +30,22 @@ def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 12
 @pytest.fixture
 def python_subprocess():
     return run_python
+
+
+@pytest.fixture
+def activity_recording():
+    """Device activity recording on for the test, with nothing recorded before
+    it and nothing left behind (torch_npu._C._activity_*)."""
+    import torch
+    import torch_npu
+
+    C = torch_npu._C
+    torch.npu.synchronize()
+    C._activity_flush()
+    C._activity_enable(True)
+    try:
+        yield
+    finally:
+        torch.npu.synchronize()
+        C._activity_enable(False)
+        C._activity_flush()

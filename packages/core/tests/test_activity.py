@@ -15,24 +15,11 @@ import torch_npu
 C = torch_npu._C
 
 
-@pytest.fixture
-def recording():
-    torch.npu.synchronize()
-    C._activity_flush()
-    C._activity_enable(True)
-    try:
-        yield
-    finally:
-        torch.npu.synchronize()
-        C._activity_enable(False)
-        C._activity_flush()
-
-
 def test_the_simulator_records_activity():
     assert C._activity_is_available()
 
 
-def test_copies_memsets_and_kernels_leave_records(recording):
+def test_copies_memsets_and_kernels_leave_records(activity_recording):
     host = torch.arange(1024, dtype=torch.float32)
     C._activity_push_correlation_id(41)
     x = host.npu()  # memcpy
@@ -62,7 +49,7 @@ def test_copies_memsets_and_kernels_leave_records(recording):
     assert C._activity_flush() == []  # taken
 
 
-def test_records_name_the_stream_and_device_the_work_ran_on(recording):
+def test_records_name_the_stream_and_device_the_work_ran_on(activity_recording):
     if torch.npu.device_count() < 2:
         pytest.skip("needs two simulated devices")
     side = torch.npu.Stream(device=1)
@@ -73,7 +60,7 @@ def test_records_name_the_stream_and_device_the_work_ran_on(recording):
     assert any(r["device"] == 1 and r["stream"] == side.npu_stream for r in records)
 
 
-def test_correlation_ids_are_per_thread(recording):
+def test_correlation_ids_are_per_thread(activity_recording):
     C._activity_push_correlation_id(7)
     seen = []
 

@@ -16,19 +16,6 @@ C = torch_npu._C
 mstx = torch.npu.mstx
 
 
-@pytest.fixture
-def recording():
-    torch.npu.synchronize()
-    C._activity_flush()
-    C._activity_enable(True)
-    try:
-        yield
-    finally:
-        torch.npu.synchronize()
-        C._activity_enable(False)
-        C._activity_flush()
-
-
 def flush_mstx():
     torch.npu.synchronize()
     return [r for r in C._activity_flush() if r["kind"] == "mstx"]
@@ -40,7 +27,7 @@ def test_the_documented_names_are_there():
         assert callable(getattr(mstx, name))
 
 
-def test_a_mark_is_one_instant_on_the_host(recording):
+def test_a_mark_is_one_instant_on_the_host(activity_recording):
     mstx.mark("checkpoint", domain="train")
     (record,) = flush_mstx()
     assert record["name"] == "checkpoint" and record["domain"] == "train"
@@ -50,7 +37,7 @@ def test_a_mark_is_one_instant_on_the_host(recording):
     assert record["tid"] == threading.get_native_id()
 
 
-def test_pushed_ranges_nest_per_domain(recording):
+def test_pushed_ranges_nest_per_domain(activity_recording):
     assert mstx.range_push("outer") == 0
     assert mstx.range_push("inner") == 1
     assert mstx.range_push("other domain", domain="data") == 0
@@ -63,7 +50,7 @@ def test_pushed_ranges_nest_per_domain(recording):
     assert records["other domain"]["domain"] == "data" and outer["domain"] == "default"
 
 
-def test_ranges_end_on_any_thread_and_stacks_are_per_thread(recording):
+def test_ranges_end_on_any_thread_and_stacks_are_per_thread(activity_recording):
     range_id = mstx.range_start("handed over")
     mstx.range_push("main thread's")
     errors = []
@@ -89,7 +76,7 @@ def test_ranges_end_on_any_thread_and_stacks_are_per_thread(recording):
     assert records["worker's"]["tid"] == thread.native_id != main_tid
 
 
-def test_a_stream_range_covers_the_device_work_between_its_calls(recording):
+def test_a_stream_range_covers_the_device_work_between_its_calls(activity_recording):
     side = torch.npu.Stream()
     x = torch.randn(128, 128, device="npu")
     torch.npu.synchronize()
@@ -116,7 +103,7 @@ def test_a_stream_range_covers_the_device_work_between_its_calls(recording):
     assert before.shape == after.shape == inside[0].shape
 
 
-def test_decorator_and_context_manager(recording):
+def test_decorator_and_context_manager(activity_recording):
     @mstx.mstx_range("decorated", domain="d")
     def step(a):
         return a + 1
@@ -181,7 +168,7 @@ def test_a_range_ends_once_and_in_its_own_domain():
         mstx.range_end(range_id, domain="a")
 
 
-def test_pytorchs_profiler_stubs_annotate_through_mstx(recording):
+def test_pytorchs_profiler_stubs_annotate_through_mstx(activity_recording):
     C._privateuse1_stubs_range_push("stub range")
     C._privateuse1_stubs_mark("stub mark")
     C._privateuse1_stubs_range_pop()
