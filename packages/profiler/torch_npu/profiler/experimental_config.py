@@ -15,7 +15,14 @@ from typing import Any
 __all__ = ["AiCMetrics", "ExportType", "HostSystem", "ProfilerLevel", "_ExperimentalConfig"]
 
 
-class ProfilerLevel(str, enum.Enum):
+class _ValueEnum(str, enum.Enum):
+    """An enum of strings that prints as its value, as torch_npu's do."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ProfilerLevel(_ValueEnum):
     """How much is collected: Level0 the ops and kernels, Level1 adds the
     kernels' launch details (stream, task id, input shapes and types) and
     api statistics, Level2 the same on the simulator."""
@@ -25,11 +32,8 @@ class ProfilerLevel(str, enum.Enum):
     Level1 = "Level1"
     Level2 = "Level2"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class AiCMetrics(str, enum.Enum):
+class AiCMetrics(_ValueEnum):
     """AI Core performance counters (no counterpart on the simulator)."""
 
     AiCoreNone = "ACL_AICORE_NONE"
@@ -42,21 +46,15 @@ class AiCMetrics(str, enum.Enum):
     L2Cache = "ACL_AICORE_L2_CACHE"
     MemoryAccess = "ACL_AICORE_MEMORY_ACCESS"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class ExportType(str, enum.Enum):
+class ExportType(_ValueEnum):
     """Output format: Text (json and csv files) or Db (not supported here)."""
 
     Text = "text"
     Db = "db"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class HostSystem(str, enum.Enum):
+class HostSystem(_ValueEnum):
     """Host system metrics (``host_sys``; not collected on the simulator)."""
 
     CPU = "cpu"
@@ -64,9 +62,6 @@ class HostSystem(str, enum.Enum):
     DISK = "disk"
     NETWORK = "network"
     OSRT = "osrt"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def _enum_value(enum_type: type[enum.Enum], value: Any, parameter: str) -> Any:
