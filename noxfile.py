@@ -115,11 +115,7 @@ def tests(session: nox.Session, torch: str, cann: str, python: str) -> None:
     output = _run_streaming(session, [python_exe, "-m", "pytest", "-p", "no:cacheprovider", *args],
                             test_env)
     if os.environ.get("COMPAT_RECORD") == "1":
-        versions = json.loads(subprocess.run(
-            [python_exe, "-c", "import json, importlib.metadata as m; print(json.dumps("
-             "{d.metadata['Name']: d.version for d in m.distributions() "
-             "if d.metadata['Name'].startswith('torch')}))"],
-            capture_output=True, text=True, check=True).stdout)
+        versions = _torch_distributions(python_exe)
         # The environment a rerun needs: pyenv's other Pythons, a torch from PyPI.
         prefix = "".join(f"{name}={os.environ[name]} " for name in ("PYENV_VERSION", ALLOW_DOWNLOAD_ENV)
                          if os.environ.get(name))
@@ -130,6 +126,15 @@ def tests(session: nox.Session, torch: str, cann: str, python: str) -> None:
                     "--summary", _pytest_summary(output),
                     "--date", datetime.date.today().isoformat(),
                     *[f"--version={k}={v}" for k, v in versions.items()], external=True)
+
+
+def _torch_distributions(python_exe: str) -> dict[str, str]:
+    """The versions of torch and the torch-npu packages in an environment."""
+    return json.loads(subprocess.run(
+        [python_exe, "-c", "import json, importlib.metadata as m; print(json.dumps("
+         "{d.metadata['Name']: d.version for d in m.distributions() "
+         "if d.metadata['Name'].startswith('torch')}))"],
+        capture_output=True, text=True, check=True).stdout)
 
 
 def _require_free_disk(session: nox.Session, venv: Path, needed: int) -> None:
@@ -146,12 +151,28 @@ def _require_free_disk(session: nox.Session, venv: Path, needed: int) -> None:
 @nox.session(venv_backend="none")
 def opinfo_full(session: nox.Session) -> None:
     """The whole OpInfo sweep in the default row (every CPU dtype, every
-    sample; test_opinfo_conformance.py): too long for CI, run before a release."""
+    sample; test_opinfo_conformance.py): too long for CI, run before a release.
+    With COMPAT_RECORD=1 a passing run is recorded in compat/runs.json
+    (COMPATIBILITY.en.md's "Long sweeps")."""
     python_exe = str(_row_env(MATRIX.default.torch, MATRIX.default.python) / "bin" / "python")
     session.run(str(ROOT / "dev"), "setup", external=True)
-    _run_streaming(session, [python_exe, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                             str(ROOT / "packages" / "ops" / "tests" / "test_opinfo_conformance.py")],
-                   {"NPU_SIM_CHECKER": "1", "TORCH_NPU_OPINFO_FULL": "1"})
+    output = _run_streaming(session, [python_exe, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                                      str(ROOT / "packages" / "ops" / "tests" / "test_opinfo_conformance.py")],
+                            {"NPU_SIM_CHECKER": "1", "TORCH_NPU_OPINFO_FULL": "1"})
+    if os.environ.get("COMPAT_RECORD") == "1":
+        versions = _torch_distributions(python_exe)
+        session.run(sys.executable, "-m", "compat", "record-sweep", "--name", "opinfo_full",
+                    "--torch", MATRIX.default.torch, "--python", MATRIX.default.python,
+                    "--command", f'nox -s "{session.name}"', "--summary", _conformance_summary(output),
+                    "--date", datetime.date.today().isoformat(),
+                    *[f"--version={k}={v}" for k, v in versions.items()], external=True)
+
+
+def _conformance_summary(output: str) -> str:
+    """pytest's summary line, with the sweep's own count of entries compared
+    by value (conftest.py prints it) when there is one."""
+    counts = [l.strip() for l in output.splitlines() if l.startswith("OpInfo conformance:")]
+    return _pytest_summary(output) + (f"; {counts[-1]}" if counts else "")
 
 
 @nox.session(venv_backend="none")

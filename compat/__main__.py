@@ -9,7 +9,7 @@ import sys
 from typing import List, Optional
 
 from .check import run_checks
-from .matrix import MatrixError, Row, load, record_run
+from .matrix import MatrixError, Row, load, record_run, record_sweep
 from .render import generated_files
 
 
@@ -77,6 +77,13 @@ def _record(args: argparse.Namespace) -> int:
     return _render(args)
 
 
+def _record_sweep(args: argparse.Namespace) -> int:
+    versions = dict(v.split("=", 1) for v in args.version)
+    date = args.date or datetime.date.today().isoformat()
+    record_sweep(args.name, args.torch, args.python, args.command, args.summary, versions, date)
+    return _render(args)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compat", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -93,6 +100,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     rec.add_argument("--version", action="append", default=[], metavar="DIST=VERSION")
     rec.add_argument("--date")
     rec.set_defaults(fn=_record)
+    sweep = sub.add_parser("record-sweep", help="record a passing run of a long sweep, then render")
+    sweep.add_argument("--name", required=True)
+    for flag in ("--torch", "--python", "--command", "--summary"):
+        sweep.add_argument(flag, required=True)
+    sweep.add_argument("--version", action="append", default=[], metavar="DIST=VERSION")
+    sweep.add_argument("--date")
+    sweep.set_defaults(fn=_record_sweep)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

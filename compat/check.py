@@ -14,7 +14,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from . import packages as pkgs
-from .matrix import ROOT, Matrix, MatrixError, load_toml
+from .matrix import ROOT, SWEEPS, Matrix, MatrixError, load_toml
 from .render import generated_files
 
 
@@ -119,6 +119,10 @@ def check_runs(matrix: Matrix) -> List[str]:
         for key in ("date", "command", "summary"):
             if not run.get(key):
                 problems.append(f"compat/runs.json: the run of {run.get('row')} has no {key}")
+    for run in matrix.sweeps:
+        if run.get("sweep") not in SWEEPS:
+            problems.append(f"compat/runs.json records the sweep {run.get('sweep')!r}, which is no sweep "
+                            f"(known: {', '.join(SWEEPS)})")
     return problems
 
 

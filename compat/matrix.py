@@ -6,9 +6,11 @@
   and their release lines, the version ranges every row accepts;
 - ``cann_features.toml``: which CANN release introduced which feature;
 - ``runs.json``: passing runs of row sessions, written by
-  ``python -m compat record`` (nox does it with ``COMPAT_RECORD=1``). A run
-  names the commit it tested and a fingerprint of the test suite it ran; a
-  row reads as tested only while that fingerprint is the current suite's.
+  ``python -m compat record`` (nox does it with ``COMPAT_RECORD=1``), and of
+  the long sweeps too long for CI (``SWEEPS``; ``python -m compat
+  record-sweep``). A run names the commit it tested and a fingerprint of the
+  test suite it ran; a row or sweep reads as tested only while that
+  fingerprint is the current suite's.
 
 Only the standard library (tomllib; tomli on Python 3.10) and core's standalone
 ``torch_npu/_cann_version.py`` (loaded by path: core need not be installed).
@@ -56,6 +58,15 @@ def _load_cann_version_module():
 
 
 CannVersion = _load_cann_version_module().CannVersion
+
+
+# The sweeps too long for CI, run by their nox session before a release and
+# recorded like the rows: name -> what it runs.
+SWEEPS = {
+    "opinfo_full": "the whole OpInfo sweep (every sample of every CPU dtype of every OpInfo, "
+                   "packages/ops/tests/test_opinfo_conformance.py with TORCH_NPU_OPINFO_FULL=1) "
+                   "in the default row",
+}
 
 
 class MatrixError(ValueError):
@@ -115,6 +126,7 @@ class Matrix:
     unsupported: Dict[Row, str] = field(default_factory=dict)  # row -> reason
     features: List[Feature] = field(default_factory=list)
     runs: List[Dict[str, Any]] = field(default_factory=list)
+    sweeps: List[Dict[str, Any]] = field(default_factory=list)  # passing runs of SWEEPS
     suite: str = ""  # suite_fingerprint() of the tree the matrix was loaded from
     # compat.packages.Package of every package, in build order
     package_list: List[Any] = field(default_factory=list)
@@ -142,6 +154,17 @@ class Matrix:
         if row not in self.supported:
             raise MatrixError(f"{row.key} is not a row of the matrix")
         runs = [r for r in self.runs if r.get("row") == row.key]
+        if not runs:
+            return RowStatus(UNTESTED)
+        run = max(runs, key=lambda r: r.get("date", ""))
+        current = run.get("suite") is not None and run.get("suite") == self.suite
+        return RowStatus(TESTED if current else STALE, run=run)
+
+    def sweep_status(self, name: str) -> RowStatus:
+        """TESTED, STALE or UNTESTED, as a row's, for one of SWEEPS."""
+        if name not in SWEEPS:
+            raise MatrixError(f"{name!r} is not a sweep (known: {', '.join(SWEEPS)})")
+        runs = [r for r in self.sweeps if r.get("sweep") == name]
         if not runs:
             return RowStatus(UNTESTED)
         run = max(runs, key=lambda r: r.get("date", ""))
@@ -247,7 +270,9 @@ def load(
         matrix.features.append(feature)
     matrix.features.sort(key=lambda f: (CannVersion(f.since), f.name))
     if runs_file.exists():
-        matrix.runs = list(json.loads(runs_file.read_text()).get("runs", []))
+        recorded = json.loads(runs_file.read_text())
+        matrix.runs = list(recorded.get("runs", []))
+        matrix.sweeps = list(recorded.get("sweeps", []))
     matrix.suite = suite_fingerprint()
     return matrix
 
@@ -292,14 +317,34 @@ def passed_count(summary: str) -> Optional[int]:
     return int(found.group(1)) if found else None
 
 
+def _run_record(command: str, summary: str, versions: Dict[str, str], date: str) -> Dict[str, Any]:
+    return {"date": date, "command": command, "summary": summary, "passed": passed_count(summary),
+            "commit": current_commit(), "suite": suite_fingerprint(),
+            "versions": dict(sorted(versions.items()))}
+
+
+def _write_runs(runs_file: Path, key: str, name_field: str, record: Dict[str, Any]) -> None:
+    """Put ``record`` into runs.json's ``key`` list, replacing the older
+    record with the same ``name_field``, keeping the other lists."""
+    data = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+    data.setdefault("runs", [])
+    entries = [r for r in data.get(key, []) if r.get(name_field) != record[name_field]]
+    entries.append(record)
+    entries.sort(key=lambda r: r[name_field])
+    data[key] = entries
+    runs_file.write_text(json.dumps(data, indent=2) + "\n")
+
+
 def record_run(row: Row, command: str, summary: str, versions: Dict[str, str],
                date: str, runs_file: Path = RUNS_FILE) -> None:
     """Add a passing run of ``row`` to runs.json (replacing an older one)."""
-    data = json.loads(runs_file.read_text()) if runs_file.exists() else {"runs": []}
-    runs = [r for r in data.get("runs", []) if r.get("row") != row.key]
-    runs.append({"row": row.key, "date": date, "command": command,
-                 "summary": summary, "passed": passed_count(summary),
-                 "commit": current_commit(), "suite": suite_fingerprint(),
-                 "versions": dict(sorted(versions.items()))})
-    runs.sort(key=lambda r: r["row"])
-    runs_file.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+    _write_runs(runs_file, "runs", "row", {"row": row.key, **_run_record(command, summary, versions, date)})
+
+
+def record_sweep(name: str, torch: str, python: str, command: str, summary: str, versions: Dict[str, str],
+                 date: str, runs_file: Path = RUNS_FILE) -> None:
+    """Add a passing run of the sweep ``name`` (one of SWEEPS) to runs.json."""
+    if name not in SWEEPS:
+        raise MatrixError(f"{name!r} is not a sweep (known: {', '.join(SWEEPS)})")
+    _write_runs(runs_file, "sweeps", "sweep",
+                {"sweep": name, "torch": torch, "python": python, **_run_record(command, summary, versions, date)})

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from . import packages as pkgs
-from .matrix import ROOT, STALE, TESTED, UNSUPPORTED, CannVersion, Matrix, MatrixError, Row
+from .matrix import ROOT, STALE, SWEEPS, TESTED, UNSUPPORTED, CannVersion, Matrix, MatrixError, Row
 
 DOC_FILE = ROOT / "COMPATIBILITY.en.md"
 CORE_DATA_FILE = ROOT / "packages/core/torch_npu/_compat_data.py"
@@ -116,6 +116,24 @@ def render_doc(matrix: Matrix) -> str:
             ]
     else:
         out.append("None yet.")
+    out.append("")
+
+    out += ["## Long sweeps", "",
+            "Too long for CI; run with their nox session before a release",
+            "(`COMPAT_RECORD=1 .venv/bin/nox -s NAME` records a passing run).", ""]
+    for name, what in SWEEPS.items():
+        status = matrix.sweep_status(name)
+        if status.status == TESTED:
+            state = f"tested {status.run['date']}"
+        elif status.status == STALE:
+            state = f"last tested at {_tested_at(status.run)} (the test suite has changed since)"
+        else:
+            state = "not run yet"
+        out.append(f"- `{name}`, {what}: {state}.")
+        if status.run:
+            run = status.run
+            out.append(f"  Torch {run['torch']}, Python {run['python']}, commit {run['commit']}, {run['date']}, "
+                       f"`{run['command']}`: {run.get('summary', '')}.")
     out.append("")
 
     reasons: Dict[str, List[Row]] = {}

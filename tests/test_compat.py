@@ -15,7 +15,8 @@ sys.path.insert(0, str(ROOT))
 from compat import local_wheels  # noqa: E402
 from compat.check import check_cann_axis, check_generated, check_runs, check_version_txt  # noqa: E402
 from compat.matrix import (  # noqa: E402
-    STALE, TESTED, UNSUPPORTED, UNTESTED, MatrixError, Row, current_commit, load, record_run, suite_fingerprint,
+    STALE, TESTED, UNSUPPORTED, UNTESTED, MatrixError, Row, current_commit, load, record_run, record_sweep,
+    suite_fingerprint,
 )
 from compat.packages import discover  # noqa: E402
 from compat.render import (  # noqa: E402
@@ -249,3 +250,27 @@ def test_check_says_to_render_when_a_package_is_added(matrix):
                       "packages/torch-npu/pyproject.toml"):
         assert f"{generated} differs" in problems
     assert "run `python -m compat render`" in problems
+
+
+def test_a_recorded_sweep_is_shown_and_goes_stale_with_the_suite(matrix, tmp_path):
+    runs = tmp_path / "runs.json"
+    row = Row("2.13.0", "8.5.0", "3.11")
+    record_run(row, "./dev test", "12 passed", {}, "2031-01-02", runs)
+    assert matrix.sweep_status("opinfo_full").status in (UNTESTED, TESTED, STALE)
+    record_sweep("opinfo_full", "2.13.0", "3.11", 'nox -s "opinfo_full"',
+                 "700 passed; OpInfo conformance: 690/702 entries match", {"torch": "2.13.0+cpu"}, "2031-01-03", runs)
+    recorded = json.loads(runs.read_text())
+    assert [r["row"] for r in recorded["runs"]] == [row.key]  # the rows' records are kept
+    matrix.runs, matrix.sweeps = recorded["runs"], recorded["sweeps"]
+    status = matrix.sweep_status("opinfo_full")
+    assert status.status == TESTED and status.run["passed"] == 700 and status.run["commit"] == current_commit()
+    doc = render_doc(matrix)
+    assert "- `opinfo_full`, the whole OpInfo sweep" in doc and ": tested 2031-01-03." in doc
+    assert "690/702 entries match" in doc
+    matrix.suite = "another suite"
+    assert matrix.sweep_status("opinfo_full").status == STALE
+    assert "(the test suite has changed since)" in render_doc(matrix)
+    with pytest.raises(MatrixError, match="is not a sweep"):
+        record_sweep("no_such_sweep", "2.13.0", "3.11", "x", "1 passed", {}, "2031-01-03", runs)
+    matrix.sweeps.append({"sweep": "no_such_sweep"})
+    assert any("no_such_sweep" in p for p in check_runs(matrix))
