@@ -2,7 +2,9 @@
 in NPUCachingAllocator.h): one reserved virtual range per (stream, size
 class) that grows by mapping physical chunks at its end and gives its free
 end back at empty_cache, through CANN's virtual-memory functions (the
-simulator maps real pages at the reserved addresses).
+simulator maps real pages at the reserved addresses), and gives the free
+chunks in its middle back before it grows (Note [Holes in expandable
+segments]).
 """
 
 from __future__ import annotations
@@ -181,6 +183,56 @@ def test_each_stream_grows_its_own_segment():
     assert sa["is_expandable"] and sb["is_expandable"]
     assert sa["address"] != sb["address"] and sa["stream"] != sb["stream"]
     assert int(a.cpu().sum()) == 8 * MiB and int(b.cpu().sum()) == 16 * MiB
+    assert_consistent()
+
+
+def test_free_chunks_in_the_middle_are_given_back_before_the_segment_grows():
+    a = filled(8 * MiB, 1)
+    b = filled(16 * MiB, 2)
+    c = filled(8 * MiB, 3)
+    assert reserved() == 32 * MiB
+    del b  # 8 free chunks between a and c
+    d = filled(20 * MiB, 4)  # too large for them: the segment grows at its end
+    assert d.data_ptr() == c.data_ptr() + 8 * MiB
+    # ... after unmapping them: 8 + 8 + 20 MiB, not 52.
+    assert reserved() == 36 * MiB
+    # As torch.cuda's snapshots: a segment per run of mapped chunks.
+    runs = sorted((s["address"] - a.data_ptr(), s["total_size"]) for s in expandable_segments())
+    assert runs == [(0, 8 * MiB), (24 * MiB, 28 * MiB)]
+    assert torch.npu.memory_stats()["segment.all.current"] == len(torch.npu.memory._snapshot()["segments"])
+    assert_consistent()
+    # A block taken from the hole maps its chunks again, and holds data.
+    e = filled(12 * MiB, 5)
+    assert e.data_ptr() == a.data_ptr() + 8 * MiB
+    assert reserved() == 48 * MiB
+    runs = sorted((s["address"] - a.data_ptr(), s["total_size"]) for s in expandable_segments())
+    assert runs == [(0, 20 * MiB), (24 * MiB, 28 * MiB)]
+    assert_consistent()
+    for t, value in ((a, 1), (c, 3), (d, 4), (e, 5)):
+        assert int(t.cpu().min()) == value and int(t.cpu().max()) == value
+    # Freeing everything and emptying the cache leaves nothing mapped.
+    del a, c, d, e, t
+    torch.npu.empty_cache()
+    assert reserved() == 0 and expandable_segments() == []
+
+
+def test_memory_another_stream_may_still_use_keeps_its_chunks():
+    side = torch.npu.Stream()
+    a = filled(8 * MiB, 1)
+    b = filled(16 * MiB, 2)
+    c = filled(8 * MiB, 3)
+    with torch.npu.stream(side):
+        # Busy well past d's allocation (no op whose first call the host
+        # waits for: Note [Errors at the call]).
+        torch.npu._sleep(torch.npu._cycles_per_ms() * 500)
+    b.record_stream(side)  # as if the side stream's work used b
+    del b
+    before = reserved()
+    d = filled(20 * MiB, 4)
+    # b's chunks wait for the side stream's use: they stay mapped.
+    assert reserved() == before + 20 * MiB
+    side.synchronize()
+    assert int(d.cpu().max()) == 4 and int(a.cpu().max()) == 1 and int(c.cpu().max()) == 3
     assert_consistent()
 
 

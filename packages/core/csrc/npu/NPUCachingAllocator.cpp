@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -51,12 +52,39 @@ struct ExpandableSegment {
   void* base = nullptr;
   size_t reserved = 0; // bytes of virtual address space
   size_t chunk = 0;    // granule of mapping
+  // The length of the prefix the blocks tile: every chunk of it is mapped
+  // except the holes (Note [Holes in expandable segments]).
   size_t mapped = 0;
+  // One per chunk of the prefix, in address order; null for a hole.
   std::vector<aclrtDrvMemHandle> handles;
+  size_t holes = 0; // null entries of `handles`
   // The block that ends at base + mapped; null while nothing is mapped.
   Block* last = nullptr;
 
   char* end() const { return static_cast<char*>(base) + mapped; }
+  char* chunk_at(size_t index) const { return static_cast<char*>(base) + index * chunk; }
+  // The chunks [first, last) that [ptr, ptr + size) touches.
+  std::pair<size_t, size_t> chunks_touched(const void* ptr, size_t size) const {
+    const size_t offset = static_cast<size_t>(static_cast<const char*>(ptr) - static_cast<char*>(base));
+    return {offset / chunk, (offset + size + chunk - 1) / chunk};
+  }
+  bool chunk_mapped(size_t index) const { return index < handles.size() && handles[index] != nullptr; }
+  // Maximal runs of mapped chunks: what statistics and snapshots count as
+  // segments (Note [Holes in expandable segments]).
+  int64_t mapped_runs() const {
+    int64_t runs = 0;
+    for (size_t i = 0; i < handles.size(); ++i) {
+      runs += handles[i] != nullptr && (i == 0 || handles[i - 1] == nullptr) ? 1 : 0;
+    }
+    return runs;
+  }
+  // The chunks [first, last) that lie wholly inside [ptr, ptr + size).
+  std::pair<size_t, size_t> chunks_inside(const void* ptr, size_t size) const {
+    const size_t offset = static_cast<size_t>(static_cast<const char*>(ptr) - static_cast<char*>(base));
+    const size_t first = (offset + chunk - 1) / chunk;
+    const size_t last = (offset + size) / chunk;
+    return {first, std::max(first, last)};
+  }
 };
 
 std::mutex g_oom_observers_mutex;
@@ -433,32 +461,73 @@ class DeviceCachingAllocator {
     heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
     std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
     for (Block* head : heads) {
-      SegmentInfo segment;
-      segment.device = device_;
-      segment.address = reinterpret_cast<uintptr_t>(head->ptr);
-      segment.stream = head->stream;
-      segment.is_large = !head->pool->is_small;
-      segment.is_expandable = head->expandable != nullptr;
-      for (size_t i = 0; i < pools.size(); ++i) {
-        if (pools[i]->holds(*head)) {
-          segment.owner_private_pool_id = pool_ids[i];
+      const auto new_segment_info = [&](uintptr_t address) {
+        SegmentInfo segment;
+        segment.device = device_;
+        segment.address = address;
+        segment.stream = head->stream;
+        segment.is_large = !head->pool->is_small;
+        segment.is_expandable = head->expandable != nullptr;
+        for (size_t i = 0; i < pools.size(); ++i) {
+          if (pools[i]->holds(*head)) {
+            segment.owner_private_pool_id = pool_ids[i];
+          }
         }
-      }
-      segment.context_when_allocated = head->context_when_segment_allocated;
-      for (const Block* block = head; block != nullptr; block = block->next) {
+        segment.context_when_allocated = head->context_when_segment_allocated;
+        return segment;
+      };
+      std::optional<SegmentInfo> segment;
+      const auto add_block = [&](const Block* block, uintptr_t address, size_t size) {
+        if (!segment.has_value()) {
+          segment = new_segment_info(address);
+        }
         BlockInfo info;
-        info.size = block->size;
+        info.size = size;
         info.requested_size = block->allocated ? block->requested_size : 0;
         info.allocated = block->allocated;
         info.active = block->allocated || block->event_count > 0 || !block->stream_uses.empty();
         info.context_when_allocated = block->context_when_allocated;
-        segment.total_size += block->size;
-        segment.allocated_size += info.allocated ? block->size : 0;
-        segment.active_size += info.active ? block->size : 0;
-        segment.requested_size += info.requested_size;
-        segment.blocks.push_back(std::move(info));
+        segment->total_size += size;
+        segment->allocated_size += info.allocated ? size : 0;
+        segment->active_size += info.active ? size : 0;
+        segment->requested_size += info.requested_size;
+        segment->blocks.push_back(std::move(info));
+      };
+      const auto end_segment = [&] {
+        if (segment.has_value()) {
+          segments->push_back(std::move(*segment));
+          segment.reset();
+        }
+      };
+      for (const Block* block = head; block != nullptr; block = block->next) {
+        const auto address = reinterpret_cast<uintptr_t>(block->ptr);
+        const ExpandableSegment* range = block->expandable;
+        if (range == nullptr || range->holes == 0) {
+          add_block(block, address, block->size);
+          continue;
+        }
+        // Note [Holes in expandable segments]: as torch.cuda's snapshots,
+        // a segment per run of mapped chunks, the free blocks cut at holes.
+        const auto base = reinterpret_cast<uintptr_t>(range->base);
+        uintptr_t from = address;
+        const uintptr_t to = address + block->size;
+        while (from < to) {
+          const size_t index = (from - base) / range->chunk;
+          const uintptr_t chunk_end = std::min<uintptr_t>(to, base + (index + 1) * range->chunk);
+          if (!range->chunk_mapped(index)) {
+            end_segment();
+            from = chunk_end;
+            continue;
+          }
+          uintptr_t run_end = chunk_end;
+          for (size_t i = index + 1; run_end < to && range->chunk_mapped(i); ++i) {
+            run_end = std::min<uintptr_t>(to, base + (i + 1) * range->chunk);
+          }
+          add_block(block, from, run_end - from);
+          from = run_end;
+        }
       }
-      segments->push_back(std::move(segment));
+      end_segment();
     }
     // The ring's oldest entry first.
     entries->insert(entries->end(), trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_), trace_.end());
@@ -802,6 +871,9 @@ class DeviceCachingAllocator {
       remaining->size -= size;
       pool_insert(remaining);
     }
+    if (C10_UNLIKELY(block->expandable != nullptr && block->expandable->holes > 0)) {
+      fill_holes(*block, requested, lock, context);
+    }
     return block;
   }
 
@@ -1044,9 +1116,18 @@ class DeviceCachingAllocator {
   Block* grow_expandable(ExpandableSegment& segment, BlockPool& pool, aclrtStream stream, size_t size,
                          size_t requested, std::unique_lock<std::mutex>& lock,
                          const std::shared_ptr<c10::GatheredContext>& context) {
+    bool reclaimed = false;
     for (int attempt = 0;; ++attempt) {
       // A parked last block would change its split state unseen.
       flush_free_lists();
+      if (!reclaimed) {
+        // Note [Holes in expandable segments]: free memory in the middle
+        // gives its physical chunks back before the end maps new ones.
+        reclaimed = true;
+        if (unmap_free_middle_chunks(segment, pool, stream, lock)) {
+          continue; // the lock was released: look again
+        }
+      }
       Block* last = segment.last;
       const bool last_free = last != nullptr && !last->allocated && last->event_count == 0 &&
           last->stream_uses.empty();
@@ -1056,10 +1137,9 @@ class DeviceCachingAllocator {
         return nullptr;
       }
       char* const at = segment.end();
+      const int64_t runs_before = segment.mapped_runs();
       if (map_chunks(segment, grow)) {
-        if (segment.mapped == grow) {
-          update(stats_.segment, pool, 1);
-        }
+        update(stats_.segment, pool, segment.mapped_runs() - runs_before);
         update(stats_.reserved_bytes, pool, static_cast<int64_t>(grow));
         ++stats_.num_device_alloc;
         if (C10_UNLIKELY(record_history_)) {
@@ -1093,6 +1173,16 @@ class DeviceCachingAllocator {
     }
   }
 
+  aclrtPhysicalMemProp physical_memory_prop(const ExpandableSegment& segment) const {
+    aclrtPhysicalMemProp prop{};
+    prop.handleType = ACL_MEM_HANDLE_TYPE_NONE;
+    prop.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
+    prop.memAttr = segment.chunk >= (size_t{1} << 30) ? ACL_HBM_MEM_HUGE1G : ACL_HBM_MEM_HUGE;
+    prop.location.id = static_cast<uint32_t>(device_);
+    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+    return prop;
+  }
+
   // Maps `bytes` (a multiple of the chunk) at the end of `segment`, a
   // physical chunk at a time; false, with nothing mapped, when the device
   // (or the process's memory fraction) is out of memory.
@@ -1102,12 +1192,7 @@ class DeviceCachingAllocator {
     }
     ensure_device_context(device_);
     const auto& api = acl::api();
-    aclrtPhysicalMemProp prop{};
-    prop.handleType = ACL_MEM_HANDLE_TYPE_NONE;
-    prop.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
-    prop.memAttr = segment.chunk >= (size_t{1} << 30) ? ACL_HBM_MEM_HUGE1G : ACL_HBM_MEM_HUGE;
-    prop.location.id = static_cast<uint32_t>(device_);
-    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+    aclrtPhysicalMemProp prop = physical_memory_prop(segment);
     const size_t start = segment.mapped;
     while (segment.mapped < start + bytes) {
       aclrtDrvMemHandle handle = nullptr;
@@ -1131,15 +1216,190 @@ class DeviceCachingAllocator {
     return true;
   }
 
-  // Unmaps the last `bytes` of `segment` and frees their physical memory.
-  void unmap_chunks(ExpandableSegment& segment, size_t bytes) {
+  // Unmaps the last `bytes` of `segment` and frees their physical memory;
+  // returns the bytes that were mapped (holes were not).
+  size_t unmap_chunks(ExpandableSegment& segment, size_t bytes) {
     const auto& api = acl::api();
+    size_t unmapped = 0;
     for (; bytes > 0; bytes -= segment.chunk) {
       segment.mapped -= segment.chunk;
-      NPU_CHECK(api.aclrtUnmapMem(segment.end()));
-      NPU_CHECK(api.aclrtFreePhysical(segment.handles.back()));
+      if (segment.handles.back() == nullptr) {
+        --segment.holes;
+      } else {
+        NPU_CHECK(api.aclrtUnmapMem(segment.end()));
+        NPU_CHECK(api.aclrtFreePhysical(segment.handles.back()));
+        unmapped += segment.chunk;
+      }
       segment.handles.pop_back();
     }
+    return unmapped;
+  }
+
+  // Note [Holes in expandable segments]: before `segment` grows, the whole
+  // chunks inside its free blocks (not the last one, which the growth
+  // extends) are unmapped and their physical memory freed, so that memory
+  // freed in the middle is not held beside the new memory at the end. Queued
+  // work of `stream` may still use a block freed on it (the runtime's unmap
+  // is not stream-ordered): the stream is drained first, without the lock,
+  // and only blocks freed before the drain began lose chunks. Not while a
+  // capture is underway (draining would end it). Returns whether the lock
+  // was released (the caller must look at the segment again).
+  bool unmap_free_middle_chunks(ExpandableSegment& segment, BlockPool& pool, aclrtStream stream,
+                                std::unique_lock<std::mutex>& lock) {
+    const auto unmappable = [&](const Block& b) {
+      return &b != segment.last && !b.allocated && !b.in_free_list && b.event_count == 0 &&
+          b.stream_uses.empty();
+    };
+    const auto chunks_to_unmap = [&](const Block& b) {
+      size_t count = 0;
+      const auto [first, end] = segment.chunks_inside(b.ptr, b.size);
+      for (size_t i = first; i < end; ++i) {
+        count += segment.handles[i] != nullptr ? 1 : 0;
+      }
+      return count;
+    };
+    if (!captures_underway_.empty() || segment.last == nullptr) {
+      return false;
+    }
+    size_t candidates = 0;
+    for (const Block* b = segment.last->prev; b != nullptr; b = b->prev) {
+      if (unmappable(*b)) {
+        candidates += chunks_to_unmap(*b);
+      }
+    }
+    if (candidates == 0) {
+      return false;
+    }
+    const uint64_t drain_began = free_clock_;
+    lock.unlock();
+    ensure_device_context(device_);
+    const aclError err = acl::api().aclrtSynchronizeStream(stream);
+    lock.lock();
+    NPU_CHECK(err);
+    ++stats_.num_sync_all_streams;
+    flush_free_lists();
+    const auto& api = acl::api();
+    size_t unmapped = 0;
+    const int64_t runs_before = segment.mapped_runs();
+    for (Block* b = segment.last != nullptr ? segment.last->prev : nullptr; b != nullptr; b = b->prev) {
+      if (!unmappable(*b) || b->freed_at > drain_began) {
+        continue;
+      }
+      const auto [first, end] = segment.chunks_inside(b->ptr, b->size);
+      for (size_t i = first; i < end; ++i) {
+        if (segment.handles[i] == nullptr) {
+          continue;
+        }
+        NPU_CHECK(api.aclrtUnmapMem(segment.chunk_at(i)));
+        NPU_CHECK(api.aclrtFreePhysical(segment.handles[i]));
+        segment.handles[i] = nullptr;
+        ++segment.holes;
+        unmapped += segment.chunk;
+        if (C10_UNLIKELY(record_history_)) {
+          trace(TraceEntry::SEGMENT_UNMAP, segment.chunk_at(i), segment.chunk, stream, nullptr);
+        }
+      }
+    }
+    if (unmapped > 0) {
+      ++stats_.num_device_free;
+      update(stats_.reserved_bytes, pool, -static_cast<int64_t>(unmapped));
+      update(stats_.segment, pool, segment.mapped_runs() - runs_before);
+    }
+    return true;
+  }
+
+  // Maps the holes `block` (just taken for an allocation) touches. On an
+  // out-of-memory device the cache is given back once, then the block goes
+  // back to the pool and torch.OutOfMemoryError is raised.
+  void fill_holes(Block& block, size_t requested, std::unique_lock<std::mutex>& lock,
+                  const std::shared_ptr<c10::GatheredContext>& context) {
+    ExpandableSegment& segment = *block.expandable;
+    for (int attempt = 0;; ++attempt) {
+      const auto [first, end] = segment.chunks_touched(block.ptr, block.size);
+      size_t missing = 0;
+      for (size_t i = first; i < end; ++i) {
+        missing += segment.handles[i] == nullptr ? segment.chunk : 0;
+      }
+      if (missing == 0) {
+        return;
+      }
+      const int64_t runs_before = segment.mapped_runs();
+      if (map_holes(segment, first, end)) {
+        update(stats_.reserved_bytes, *block.pool, static_cast<int64_t>(missing));
+        update(stats_.segment, *block.pool, segment.mapped_runs() - runs_before);
+        ++stats_.num_device_alloc;
+        if (C10_UNLIKELY(record_history_)) {
+          trace(TraceEntry::SEGMENT_MAP, segment.chunk_at(first), (end - first) * segment.chunk, block.stream,
+                context);
+        }
+        return;
+      }
+      if (attempt == 1) {
+        ++stats_.num_ooms;
+        if (C10_UNLIKELY(record_history_)) {
+          trace(TraceEntry::OOM, nullptr, requested, block.stream, context);
+        }
+        merge_into_pool(&block);
+        raise_out_of_memory(requested, missing, /*device_work=*/false, /*expandable=*/true, lock);
+      }
+      ++stats_.num_alloc_retries;
+      // Out of the pool, and marked in use: releasing the cache must not
+      // take it for a free tail.
+      block.allocated = true;
+      release_cached_blocks(lock);
+      block.allocated = false;
+    }
+  }
+
+  // Maps a new physical chunk at each hole among the chunks [first, end);
+  // false, with those it mapped unmapped again, when the device (or the
+  // process's memory fraction) is out of memory.
+  bool map_holes(ExpandableSegment& segment, size_t first, size_t end) {
+    size_t missing = 0;
+    for (size_t i = first; i < end; ++i) {
+      missing += segment.handles[i] == nullptr ? segment.chunk : 0;
+    }
+    if (reserved() + missing > allowed_maximum_) {
+      return false;
+    }
+    ensure_device_context(device_);
+    const auto& api = acl::api();
+    aclrtPhysicalMemProp prop = physical_memory_prop(segment);
+    std::vector<size_t> mapped_now;
+    for (size_t i = first; i < end; ++i) {
+      if (segment.handles[i] != nullptr) {
+        continue;
+      }
+      aclrtDrvMemHandle handle = nullptr;
+      aclError err = api.aclrtMallocPhysical(&handle, segment.chunk, &prop, 0);
+      if (err == ACL_SUCCESS) {
+        err = api.aclrtMapMem(segment.chunk_at(i), segment.chunk, 0, handle, 0);
+        if (err != ACL_SUCCESS) {
+          api.aclrtFreePhysical(handle);
+        }
+      }
+      if (err != ACL_SUCCESS) {
+        const bool out_of_memory = err == ACL_ERROR_RT_MEMORY_ALLOCATION || err == ACL_ERROR_BAD_ALLOC ||
+            err == ACL_ERROR_RT_DEVICE_OOM;
+        if (out_of_memory) {
+          api.aclGetRecentErrMsg(); // consumed: we report our own message
+        }
+        for (size_t j : mapped_now) {
+          NPU_CHECK(api.aclrtUnmapMem(segment.chunk_at(j)));
+          NPU_CHECK(api.aclrtFreePhysical(segment.handles[j]));
+          segment.handles[j] = nullptr;
+          ++segment.holes;
+        }
+        if (out_of_memory) {
+          return false;
+        }
+        NPU_CHECK(err);
+      }
+      segment.handles[i] = handle;
+      --segment.holes;
+      mapped_now.push_back(i);
+    }
+    return true;
   }
 
   // Gives back the free tails of the expandable segments of `pools` whose
@@ -1167,12 +1427,11 @@ class DeviceCachingAllocator {
         if (C10_UNLIKELY(record_history_)) {
           trace(TraceEntry::SEGMENT_UNMAP, static_cast<char*>(segment->base) + keep, released, last->stream, nullptr);
         }
-        unmap_chunks(*segment, released);
+        const int64_t runs_before = segment->mapped_runs();
+        const size_t unmapped = unmap_chunks(*segment, released);
         ++stats_.num_device_free;
-        update(stats_.reserved_bytes, *pool, -static_cast<int64_t>(released));
-        if (segment->mapped == 0) {
-          update(stats_.segment, *pool, -1);
-        }
+        update(stats_.reserved_bytes, *pool, -static_cast<int64_t>(unmapped));
+        update(stats_.segment, *pool, segment->mapped_runs() - runs_before);
         if (keep > offset) {
           last->size = keep - offset;
           pool_insert(last);

@@ -57,8 +57,16 @@
 // copied and the free memory at the end is never stranded as it is in a
 // too-small fixed segment. empty_cache (and the OOM retry) unmaps the whole
 // chunks at the end that its free last block covers and frees their
-// physical memory, after draining the device as for fixed segments; free
-// memory in the middle stays mapped. Statistics count an expandable
+// physical memory, after draining the device as for fixed segments.
+// Note [Holes in expandable segments]: free memory in the middle gives its
+// physical memory back when the segment is about to grow: the whole chunks
+// inside free blocks (freed before a drain of the segment's stream, since
+// unmapping is not stream-ordered) are unmapped, leaving holes in the
+// address range, and a block taken for an allocation maps the holes it
+// touches first. A KV cache that grows token by token (each longer cache
+// allocated before the shorter one is freed) thus holds its live caches
+// plus less than a chunk per free block, instead of every cache size it
+// went through. Statistics count an expandable
 // segment as one segment while anything is mapped, its mapped bytes as
 // reserved; snapshots show it with is_expandable and the trace has
 // segment_map / segment_unmap, as torch.cuda's.
