@@ -9,8 +9,11 @@ import torch
 import torch_npu  # noqa: F401
 
 
-def test_storage_type_names_the_npu_legacy_storage():
+def test_storage_type_names_the_npu_legacy_storage(monkeypatch):
     x = torch.ones(3, device="npu")
+    # torch warns once per process: whichever test used a TypedStorage first
+    # (torch.save does) would have taken the warning.
+    monkeypatch.setattr(torch.storage, "_always_warn_typed_storage_removal", True)
     with pytest.warns(UserWarning, match="TypedStorage is deprecated"):
         storage_type = x.storage_type()
     assert storage_type is torch.npu.FloatStorage

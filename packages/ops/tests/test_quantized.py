@@ -183,6 +183,12 @@ def test_sub_byte_dtypes_are_refused_clearly():
         cpu_q.npu()
 
 
+def test_the_device_capability_lists_the_quantized_dtypes_npu_supports():
+    dtypes = torch.accelerator.get_device_capability("npu:0")["supported_dtypes"]
+    assert {torch.quint8, torch.qint8, torch.qint32} <= dtypes
+    assert not {torch.quint4x2, torch.quint2x4} & dtypes
+
+
 def test_a_quantized_round_trip_in_a_loop_under_the_checker_ends_cleanly():
     # Device work reads and writes npu memory only; the host frees nothing it uses.
     x = torch.randn(64, 32)

@@ -50,7 +50,12 @@ void NPUGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept {
 
 c10::DeviceCapability NPUGuardImpl::getDeviceCapability(c10::Device d) const {
   check_device_index(d.index() < 0 ? current_device() : d.index());
-  return c10::DeviceCapability(); // all supported
+  c10::DeviceCapability capability; // all supported ...
+  // ... but the sub-byte quantized dtypes, which npu tensors refuse (Note
+  // [Quantized npu tensors], the ops package).
+  capability.capability_data.supported_scalar_types.has_QUInt4x2 = 0;
+  capability.capability_data.supported_scalar_types.has_QUInt2x4 = 0;
+  return capability;
 }
 
 c10::Stream NPUGuardImpl::getStream(c10::Device d) const {
