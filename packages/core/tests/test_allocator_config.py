@@ -313,10 +313,12 @@ def test_bad_env_raises_at_first_use_naming_the_key(python_subprocess, env: dict
 def test_roundup_power2_divisions_rounds_a_request():
     # 1.1 MiB lies between 1 and 2 MiB: with 4 divisions it rounds up to the
     # next quarter step of 256 KiB (1.25 MiB), with 1 to 2 MiB, without to
-    # the next 512 bytes.
+    # the next 512 bytes, and to the next 16 KiB for the large pool's default
+    # base_addr_aligned_kb:16.
     size = int(1.1 * MiB)
     for config, expected in [
-        ("roundup_power2_divisions:0", (size + 511) // 512 * 512),
+        ("roundup_power2_divisions:0,base_addr_aligned_kb:0", (size + 511) // 512 * 512),
+        ("roundup_power2_divisions:0,base_addr_aligned_kb:16", (size + 16383) // 16384 * 16384),
         ("roundup_power2_divisions:4", 1280 * 1024),
         ("roundup_power2_divisions:[256:1,512:2,>:8]", 2 * MiB),
         ("roundup_power2_divisions:[1:4,2:8]", 1152 * 1024),  # 1-2 MiB: 8 steps of 128 KiB
@@ -429,3 +431,27 @@ print(large // MiB, (torch.npu.memory_reserved() - large) // MiB, int(x.sum()) =
         fresh_env(PYTORCH_NPU_ALLOC_CONF="page_size:1g"),
     )
     assert out.split() == ["1024", "2", "True"]
+
+
+def test_base_addr_aligned_kb_aligns_large_blocks():
+    """Blocks of the large pool start at base_addr_aligned_kb-aligned
+    addresses (torch_npu's default, 16 KiB); 0 leaves 512 bytes."""
+    odd = (1 << 20) + 1000  # above 1 MiB: the large pool
+    memory._set_allocator_settings("base_addr_aligned_kb:16")
+    try:
+        a = torch.empty(odd, dtype=torch.uint8, device="npu")
+        b = torch.empty(odd, dtype=torch.uint8, device="npu")
+        assert a.data_ptr() % (16 << 10) == 0 and b.data_ptr() % (16 << 10) == 0
+        assert abs(b.data_ptr() - a.data_ptr()) % (16 << 10) == 0
+        blocks = {blk["address"]: blk["size"] for s in torch.npu.memory._snapshot()["segments"] for blk in s["blocks"]}
+        assert blocks[a.data_ptr()] == (16 << 10) * -(-odd // (16 << 10))
+        del a, b
+        memory._set_allocator_settings("base_addr_aligned_kb:0")
+        c = torch.empty(odd, dtype=torch.uint8, device="npu")
+        blocks = {blk["address"]: blk["size"] for s in torch.npu.memory._snapshot()["segments"] for blk in s["blocks"]}
+        assert blocks[c.data_ptr()] == 512 * -(-odd // 512)
+        small = torch.empty(1000, dtype=torch.uint8, device="npu")  # the small pool keeps 512-byte blocks
+        blocks = {blk["address"]: blk["size"] for s in torch.npu.memory._snapshot()["segments"] for blk in s["blocks"]}
+        assert blocks[small.data_ptr()] == 1024
+    finally:
+        memory._set_allocator_settings("base_addr_aligned_kb:16")

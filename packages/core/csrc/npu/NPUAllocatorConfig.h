@@ -37,11 +37,13 @@
 //                                       MiB (from the previous key on), `>`
 //                                       everything from the last key on; a
 //                                       D of 0 keeps 512-byte rounding.
-//   base_addr_aligned_kb:K              0..16 (KiB), default 16: accepted,
-//                                       changes nothing yet. Blocks align to
-//                                       512 bytes inside segments whose
-//                                       bases are page-aligned (aclrtMalloc
-//                                       or expandable chunks).
+//   base_addr_aligned_kb:K              0..16 (KiB), default 16: blocks of
+//                                       the large pool (requests above 1
+//                                       MiB) are multiples of K KiB, so
+//                                       they start at K-KiB-aligned
+//                                       addresses (segments and expandable
+//                                       chunks start on pages); 0 keeps the
+//                                       small pool's 512 bytes.
 //   page_size:1g                        large-pool segments (requests above
 //                                       1 MiB) are whole multiples of 1 GiB
 //                                       (huge pages on the device), and

@@ -597,7 +597,7 @@ class DeviceCachingAllocator {
     if (C10_UNLIKELY(!outstanding_events_.empty()) && captures_underway_.empty()) {
       process_events(/*wait=*/false);
     }
-    const size_t size = round_size(requested, divisions_for(requested));
+    const size_t size = block_size_for(requested);
     BlockPool& target = pools.for_size(size);
     Block* block = take_from_free_list(stream, size, target);
     if (C10_UNLIKELY(block == nullptr)) {
@@ -891,7 +891,7 @@ class DeviceCachingAllocator {
   // the block is larger than its request rounds to (an unsplit large block:
   // no request looks for its size, so parking it would only force flushes).
   bool park_in_free_list(Block* block) {
-    if (block->size != round_size(block->requested_size, divisions_for(block->requested_size))) {
+    if (block->size != block_size_for(block->requested_size)) {
       return false;
     }
     FreeList* list = find_free_list(block->stream, block->size, block->pool);
@@ -1692,6 +1692,7 @@ class DeviceCachingAllocator {
     divisions_ = settings.roundup_power2_divisions;
     gc_threshold_ = settings.garbage_collection_threshold;
     page_size_ = settings.page_size;
+    large_block_alignment_ = settings.base_addr_aligned_kb * 1024;
     expandable_segments_ = settings.expandable_segments;
     if (max_split != max_split_size_) {
       max_split_size_ = max_split;
@@ -1702,6 +1703,18 @@ class DeviceCachingAllocator {
   }
 
   // roundup_power2_divisions for a request of `size` bytes.
+  // The size of the block a request takes: rounded (roundup_power2_divisions),
+  // and for the large pool a multiple of base_addr_aligned_kb, so that every
+  // large block starts at an address aligned to it (segments start on
+  // pages, blocks are carved from their fronts).
+  size_t block_size_for(size_t requested) const {
+    const size_t size = round_size(requested, divisions_for(requested));
+    if (size <= kSmallSize || large_block_alignment_ <= kMinBlockSize) {
+      return size;
+    }
+    return large_block_alignment_ * ((size + large_block_alignment_ - 1) / large_block_alignment_);
+  }
+
   uint32_t divisions_for(size_t size) const {
     return size == 0 ? 0 : divisions_[static_cast<size_t>(std::bit_width(size)) - 1];
   }
@@ -1793,6 +1806,7 @@ class DeviceCachingAllocator {
   size_t max_split_size_ = AllocatorSettings::kUnlimited;
   double gc_threshold_ = 0.0;
   size_t page_size_ = 0;
+  size_t large_block_alignment_ = 16 * 1024; // base_addr_aligned_kb
   bool expandable_segments_ = false;
 };
 
