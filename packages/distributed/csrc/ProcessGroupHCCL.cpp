@@ -63,6 +63,21 @@ struct Reduction {
       : requested(op),
         average(op.op_ == c10d::ReduceOp::AVG),
         hccl(average ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op) {}
+
+  // Refuses, before anything is queued, what cannot reduce tensors of
+  // `type`: every reducing collective calls it for each of its dtypes, so
+  // that all of them accept and refuse the same combinations, with the
+  // same message (and no rank queues half a collective).
+  void check(at::ScalarType type) const {
+    hccl_reduce_op(hccl, type); // the ops HCCL has
+    TORCH_CHECK_VALUE(!average || at::isFloatingType(type) || at::isComplexType(type),
+                      "ProcessGroupHCCL: ReduceOp.AVG needs a floating-point or complex tensor, "
+                      "got ", type, " (HCCL has no average: it is a sum and a division); "
+                      "use SUM and divide, or convert the tensor to a floating-point dtype");
+    TORCH_CHECK_VALUE(!at::isComplexType(type) || requested.op_ == c10d::ReduceOp::SUM || average,
+                      "ProcessGroupHCCL: complex tensors can only be reduced by SUM or AVG");
+  }
+
   c10d::ReduceOp requested;
   bool average;
   c10d::ReduceOp hccl;
@@ -430,10 +445,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(
   const c10d::ReduceOp& hccl_op = reduction.hccl;
   const bool average = reduction.average;
   for (const auto& t : tensors) {
-    hccl_reduce_op(hccl_op, t.scalar_type()); // rejects what HCCL cannot do, before queuing
-    TORCH_CHECK_VALUE(!average || at::isFloatingType(t.scalar_type()) || t.is_complex(),
-                      "ProcessGroupHCCL: ReduceOp.AVG needs a floating-point tensor, got ",
-                      t.scalar_type());
+    reduction.check(t.scalar_type());
   }
   return collective(
       tensors, tensors, c10d::OpType::ALLREDUCE, "hccl:all_reduce",
@@ -460,7 +472,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>&
   const c10d::ReduceOp& op = reduction.requested;
   const c10d::ReduceOp& hccl_op = reduction.hccl;
   const bool average = reduction.average;
-  hccl_reduce_op(hccl_op, tensors[0].scalar_type());
+  reduction.check(tensors[0].scalar_type());
   const auto root = static_cast<uint32_t>(opts.rootRank);
   const bool is_root = opts.rootRank == getRank();
   return collective(tensors, tensors, c10d::OpType::REDUCE, "hccl:reduce",
@@ -570,7 +582,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
                       "ProcessGroupHCCL: the reduce_scatter input must have world size (",
                       getSize(), ") times the output's elements, of the same dtype; got ",
                       inputs[i].numel(), " and ", outputs[i].numel());
-    hccl_reduce_op(hccl_op, inputs[i].scalar_type());
+    reduction.check(inputs[i].scalar_type());
   }
   return collective(inputs, outputs, c10d::OpType::_REDUCE_SCATTER_BASE,
                     "hccl:reduce_scatter_tensor", [&](HcclComm comm, aclrtStream stream) {
@@ -610,7 +622,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(
   const c10d::ReduceOp& op = reduction.requested;
   const c10d::ReduceOp& hccl_op = reduction.hccl;
   const bool average = reduction.average;
-  hccl_reduce_op(hccl_op, outputs[0].scalar_type());
+  reduction.check(outputs[0].scalar_type());
   return collective(sources, outputs, c10d::OpType::REDUCE_SCATTER, "hccl:reduce_scatter",
                     [&](HcclComm comm, aclrtStream stream) {
                       // The inputs, packed into one buffer on this stream first.
@@ -1020,12 +1032,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_uneven(
                     ": input and output dtypes differ (", input.scalar_type(), " vs ",
                     output.scalar_type(), ")");
   const Reduction reduction(reduce_op);
+  reduction.check(input.scalar_type());
   const HcclReduceOp hccl_op = hccl_reduce_op(reduction.hccl, input.scalar_type());
-  as_hccl_tensor(input, &reduction.requested); // refuses what complex numbers cannot do
-  TORCH_CHECK_VALUE(!reduction.average || at::isFloatingType(input.scalar_type()) ||
-                        input.is_complex(),
-                    "ProcessGroupHCCL: ReduceOp.AVG needs a floating point or complex dtype, got ",
-                    input.scalar_type());
   std::vector<uint64_t> send_counts, send_displs;
   split_pieces(input, inputSplitSizes, getSize(), op, "input", &send_counts, &send_displs);
   const uint64_t mine = send_counts[getRank()];
