@@ -8,6 +8,7 @@ collectives must give and with single-process training on the CPU.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,23 +19,26 @@ from torchrun_worker import STEPS, train_on_cpu
 WORKER = Path(__file__).with_name("torchrun_worker.py")
 
 
-def torchrun(out_dir: Path, *worker_args: str, nproc: int = 2,
-             timeout: float = 180) -> subprocess.CompletedProcess:
-    """The venv's torchrun (`python -m torch.distributed.run`), standalone."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node", str(nproc), str(WORKER), str(out_dir), *worker_args]
+def torchrun_command(out_dir: Path, *args: str) -> list[str]:
+    """The venv's torchrun (`python -m torch.distributed.run`) with `args`,
+    running the worker."""
+    return [sys.executable, "-m", "torch.distributed.run", *args, str(WORKER), str(out_dir)]
+
+
+def torchrun(out_dir: Path, *worker_args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """One standalone torchrun of 2 ranks on this machine."""
+    command = torchrun_command(out_dir, "--standalone", "--nproc-per-node", "2") + list(worker_args)
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
 
-def test_torchrun_runs_collectives_and_ddp_training(tmp_path):
-    proc = torchrun(tmp_path)
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
-
+def check_results(out_dir: Path, local_ranks: list[int]) -> None:
+    """The ranks' collectives and DDP training gave what they must."""
+    results = [json.loads((out_dir / f"rank{r}.json").read_text()) for r in range(2)]
     reference = train_on_cpu()
     for rank, result in enumerate(results):
-        assert (result["rank"], result["world_size"], result["local_rank"]) == (rank, 2, rank)
-        assert result["device"] == str(rank) and result["backend"] == "hccl"
+        assert (result["rank"], result["world_size"]) == (rank, 2)
+        assert result["local_rank"] == local_ranks[rank]
+        assert result["device"] == str(local_ranks[rank]) and result["backend"] == "hccl"
         assert result["all_reduce"] == [3.0] * 5
         assert result["all_gather"] == [[0, 0], [1, 10]]
         assert result["broadcast"] == [100.0, 101.0, 102.0, 103.0]
@@ -45,6 +49,40 @@ def test_torchrun_runs_collectives_and_ddp_training(tmp_path):
                                        rtol=0, atol=1e-6)
     # Both replicas hold the same parameters, bit for bit.
     assert results[0]["ddp_parameters"] == results[1]["ddp_parameters"]
+
+
+def test_torchrun_runs_collectives_and_ddp_training(tmp_path):
+    proc = torchrun(tmp_path)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    check_results(tmp_path, local_ranks=[0, 1])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_torchrun_nodes_over_loopback(tmp_path):
+    # Two torchrun invocations, one per "node" (--node-rank 0 and 1), meeting
+    # through rank 0's TCP store on 127.0.0.1: every rank is local rank 0 of
+    # its node, so both use npu:0 of their own process. Both nodes are this
+    # machine, so the simulated HCCL still joins them through shared memory;
+    # it has no transport between machines.
+    port = str(free_port())
+    nodes = [subprocess.Popen(torchrun_command(tmp_path, "--nnodes", "2", "--node-rank", str(n),
+                                               "--nproc-per-node", "1", "--master-addr",
+                                               "127.0.0.1", "--master-port", port),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for n in range(2)]
+    try:
+        for n, node in enumerate(nodes):
+            out, err = node.communicate(timeout=180)
+            assert node.returncode == 0, f"node {n}:\nstdout:\n{out}\nstderr:\n{err}"
+    finally:
+        for node in nodes:
+            node.kill()
+    check_results(tmp_path, local_ranks=[0, 0])
 
 
 def test_a_rank_that_raises_makes_torchrun_fail(tmp_path):
