@@ -22,13 +22,20 @@ import torch_npu.distributed as npu_dist
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8,
           torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64]
-OPS = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT, "MIN": dist.ReduceOp.MIN,
-       "MAX": dist.ReduceOp.MAX, "AVG": dist.ReduceOp.AVG,
-       "PREMUL_SUM": dist._make_nccl_premul_sum(2.0), "BAND": dist.ReduceOp.BAND,
-       "BOR": dist.ReduceOp.BOR, "BXOR": dist.ReduceOp.BXOR}
-N = 13  # elements per piece: odd, so nothing lines up by accident
 last = world - 1
 device = f"npu:{rank}"
+# PREMUL_SUM multiplies each rank's input by a factor (a number, or a
+# one-element tensor on the device or the CPU), then sums.
+FACTORS = {"PREMUL_SUM": 2.0, "PREMUL_SUM(npu tensor)": -3.0, "PREMUL_SUM(cpu tensor)": 0.5}
+OPS = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT, "MIN": dist.ReduceOp.MIN,
+       "MAX": dist.ReduceOp.MAX, "AVG": dist.ReduceOp.AVG,
+       "PREMUL_SUM": dist._make_nccl_premul_sum(FACTORS["PREMUL_SUM"]),
+       "PREMUL_SUM(npu tensor)": dist._make_nccl_premul_sum(
+           torch.tensor([FACTORS["PREMUL_SUM(npu tensor)"]], device=device)),
+       "PREMUL_SUM(cpu tensor)": dist._make_nccl_premul_sum(
+           torch.tensor([FACTORS["PREMUL_SUM(cpu tensor)"]])),
+       "BAND": dist.ReduceOp.BAND, "BOR": dist.ReduceOp.BOR, "BXOR": dist.ReduceOp.BXOR}
+N = 13  # elements per piece: odd, so nothing lines up by accident
 stats = {"checked": 0, "refused": 0}
 failures = []
 
@@ -58,6 +65,8 @@ def reduced(tensors, op_name):
     # What HCCL must give: the ranks' values combined in rank order.
     if op_name == "AVG":
         return functools.reduce(torch.add, tensors) / world
+    if op_name in FACTORS:
+        return functools.reduce(torch.add, [t * FACTORS[op_name] for t in tensors])
     fn = {"SUM": torch.add, "PRODUCT": torch.mul, "MIN": torch.minimum, "MAX": torch.maximum}
     return functools.reduce(fn[op_name], tensors)
 
@@ -66,11 +75,13 @@ def refusal(dtype, op_name):
     # Parts of the error that refuses op on dtype (any one will do), or None
     # when the combination must work. torch's all_reduce refuses complex
     # tensors with most ops itself, before the backend sees them.
-    if dtype.is_complex and op_name not in ("SUM", "AVG"):
-        return (f"RedOpType.{op_name} on complex tensors", f"ReduceOp.{op_name}",
-                "complex tensors can only be reduced by SUM or AVG")
-    if op_name in ("PREMUL_SUM", "BAND", "BOR", "BXOR"):
-        return (f"ReduceOp.{op_name}",)
+    if op_name in ("BAND", "BOR", "BXOR"):
+        return (f"ReduceOp.{op_name}", f"RedOpType.{op_name} on complex tensors")
+    if dtype.is_complex and op_name in ("PRODUCT", "MIN", "MAX"):
+        return (f"RedOpType.{op_name} on complex tensors",
+                "complex tensors can only be reduced by SUM, AVG or PREMUL_SUM")
+    if op_name in FACTORS and not (dtype.is_floating_point or dtype.is_complex):
+        return ("ReduceOp.PREMUL_SUM needs a floating-point or complex tensor",)
     if op_name == "AVG" and not (dtype.is_floating_point or dtype.is_complex):
         return ("ReduceOp.AVG needs a floating-point or complex tensor",)
     return None
@@ -294,16 +305,18 @@ def test_every_collective_every_dtype_every_reduce_op(tmp_path, world):
     for rank, report in enumerate(reports):
         assert report["failures"] == [], f"rank {rank}:\n" + "\n".join(report["failures"])
     # Every rank refused the same combinations in each reducing collective:
-    # the 4 ops HCCL lacks on every dtype, PRODUCT/MIN/MAX on complex, AVG on
-    # the 5 integer types and bool.
-    refused_per_collective = N_DTYPES * 4 + 3 + 6
+    # BAND, BOR and BXOR on every dtype; PRODUCT, MIN and MAX on complex; AVG
+    # and the 3 PREMUL_SUMs on the 5 integer types and bool.
+    refused_per_collective = N_DTYPES * 3 + 3 + 6 * 4
     assert [r["refused"] for r in reports] == [REDUCING_COLLECTIVES * refused_per_collective] * world
     # Every value checked: the (dtype, op) pairs that reduce (4 floating
-    # types x 5 ops, 5 integer types and bool x 4, complex x 2) in 8 checks
-    # of the reducing collectives and 2 of the functional ones; per dtype 2
-    # broadcasts, 6 all-gathers, 4 all-to-alls, a scatter and 2
-    # point-to-point. The root of reduce and gather checks those too.
-    reducing_pairs = 4 * 5 + 6 * 4 + 2
-    checked = reducing_pairs * (8 + 2) + N_DTYPES * (2 + 6 + 4 + 1 + 2)
+    # types x 8 ops, 5 integer types and bool x 4, complex x 5) in 8 checks
+    # of the reducing collectives; 2 checks of functional collectives per
+    # (dtype, op) pair they have (PREMUL_SUM: no); per dtype 2 broadcasts,
+    # 6 all-gathers, 4 all-to-alls, a scatter and 2 point-to-point. The root
+    # of reduce and gather checks those too.
+    reducing_pairs = 4 * 8 + 6 * 4 + 5
+    functional_pairs = 4 * 5 + 6 * 4 + 2
+    checked = reducing_pairs * 8 + functional_pairs * 2 + N_DTYPES * (2 + 6 + 4 + 1 + 2)
     assert [r["checked"] for r in reports] == (
         [checked] * (world - 1) + [checked + reducing_pairs + N_DTYPES])
