@@ -1,5 +1,8 @@
 """Every collective of ProcessGroupHCCL x every dtype x every reduce op, 2 and 4 ranks.
 
+Also the functional collectives (DTensor's and torch.compile's) for every
+dtype, and the object collectives (pickled Python objects) once.
+
 One launch of the ranks per world size runs the whole sweep: each rank
 builds every rank's input (they are functions of the rank), computes on the
 CPU what the collective must give, and compares; combinations HCCL cannot
@@ -289,6 +292,28 @@ for dtype in DTYPES:
         check(f"send/recv {dtype}", got, piece(peer, dtype, 170))
     run(f"point-to-point {dtype}", point_to_point, dtype)
 
+def object_collectives():
+    # Pickled Python objects, carried by the hccl group through npu tensors.
+    def check_object(name, got, expected):
+        stats["checked"] += 1
+        if got != expected:
+            failures.append(f"{name}: got {got!r} expected {expected!r}")
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"rank": rank, "name": f"r{rank}"})
+    check_object("all_gather_object", gathered,
+                 [{"rank": s, "name": f"r{s}"} for s in range(world)])
+    objects = [rank, "from", rank] if rank == last else [None] * 3
+    dist.broadcast_object_list(objects, src=last)
+    check_object("broadcast_object_list", objects, [last, "from", last])
+    gathered = [None] * world if rank == last else None
+    dist.gather_object((rank, "g"), gathered, dst=last)
+    if rank == last:
+        check_object("gather_object", gathered, [(s, "g") for s in range(world)])
+    mine = [None]
+    dist.scatter_object_list(mine, [("s", d) for d in range(world)] if rank == 0 else None, src=0)
+    check_object("scatter_object_list", mine, [("s", rank)])
+run("object collectives", object_collectives, torch.float32)
+
 dist.barrier()
 print(json.dumps({"failures": failures, **stats}))
 dist.destroy_process_group()
@@ -313,10 +338,11 @@ def test_every_collective_every_dtype_every_reduce_op(tmp_path, world):
     # types x 8 ops, 5 integer types and bool x 4, complex x 5) in 8 checks
     # of the reducing collectives; 2 checks of functional collectives per
     # (dtype, op) pair they have (PREMUL_SUM: no); per dtype 2 broadcasts,
-    # 6 all-gathers, 4 all-to-alls, a scatter and 2 point-to-point. The root
-    # of reduce and gather checks those too.
+    # 6 all-gathers, 4 all-to-alls, a scatter and 2 point-to-point; 3 object
+    # collectives. The root of reduce and gather (and gather_object) checks
+    # those too.
     reducing_pairs = 4 * 8 + 6 * 4 + 5
     functional_pairs = 4 * 5 + 6 * 4 + 2
-    checked = reducing_pairs * 8 + functional_pairs * 2 + N_DTYPES * (2 + 6 + 4 + 1 + 2)
+    checked = reducing_pairs * 8 + functional_pairs * 2 + N_DTYPES * (2 + 6 + 4 + 1 + 2) + 3
     assert [r["checked"] for r in reports] == (
-        [checked] * (world - 1) + [checked + reducing_pairs + N_DTYPES])
+        [checked] * (world - 1) + [checked + reducing_pairs + N_DTYPES + 1])
