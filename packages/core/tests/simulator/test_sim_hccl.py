@@ -601,7 +601,6 @@ def test_a_rank_on_another_machine_is_refused_at_once(runner, tmp_path):
     # Note [One machine]: the root info names its machine; rank 1 claims to
     # be elsewhere (NPU_SIM_HOST_ID) and fails, saying why, instead of
     # waiting for a segment it could never open. Rank 0 times out waiting.
-    before = set(os.listdir("/dev/shm"))
     results = run_ranks(runner, tmp_path, "", HCCL_CONNECT_TIMEOUT=2, before_join="""
         if os.environ["RANK"] == "1":
             os.environ["NPU_SIM_HOST_ID"] = "node-b"
@@ -612,7 +611,7 @@ def test_a_rank_on_another_machine_is_refused_at_once(runner, tmp_path):
     assert "has no transport between machines yet" in results[1].stderr
     assert results[0].returncode != 0
     assert "timed out after 2 s waiting for rank(s) 1" in results[0].stderr
-    assert not [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("npu-sim-hccl")]
+    assert not os.path.exists(segment_path(tmp_path / "root"))
 
 
 def test_a_peer_that_exits_fails_the_collective_with_its_rank(runner, tmp_path):
