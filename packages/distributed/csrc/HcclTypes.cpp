@@ -64,8 +64,8 @@ HcclReduceOp hccl_reduce_op(const c10d::ReduceOp& op, at::ScalarType type) {
     default:
       TORCH_CHECK_VALUE(
           false, "ProcessGroupHCCL does not support ReduceOp.", reduce_op_name(op),
-          " for dtype ", type, ": HCCL reduces by SUM, PRODUCT, MAX and MIN (and AVG by "
-          "a sum and a division)");
+          " for dtype ", type, ": HCCL reduces by SUM, PRODUCT, MAX and MIN (AVG is a "
+          "sum and a division, PREMUL_SUM a multiplication and a sum)");
   }
 }
 

@@ -51,21 +51,84 @@ at::Tensor as_hccl_tensor(const at::Tensor& t, const c10d::ReduceOp* op) {
     return t;
   }
   TORCH_CHECK_VALUE(op == nullptr || op->op_ == c10d::ReduceOp::SUM ||
-                        op->op_ == c10d::ReduceOp::AVG,
-                    "ProcessGroupHCCL: complex tensors can only be reduced by SUM or AVG");
+                        op->op_ == c10d::ReduceOp::AVG || op->op_ == c10d::ReduceOp::PREMUL_SUM,
+                    "ProcessGroupHCCL: complex tensors can only be reduced by SUM, AVG or "
+                    "PREMUL_SUM");
   return at::view_as_real(t);
 }
 
 // A requested reduction as HCCL runs it: HCCL has no average, so AVG is a
-// SUM followed by a division on the communicator stream.
+// SUM followed by a division on the communicator stream; nor PREMUL_SUM
+// (torch's `_make_nccl_premul_sum(factor)`), which is a SUM of each rank's
+// input multiplied by the factor first, in a temporary on that stream.
 struct Reduction {
   explicit Reduction(const c10d::ReduceOp& op)
       : requested(op),
         average(op.op_ == c10d::ReduceOp::AVG),
-        hccl(average ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op) {}
+        premultiply(op.op_ == c10d::ReduceOp::PREMUL_SUM),
+        hccl(average || premultiply ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op) {}
+
+  // Refuses, before anything is queued, what cannot reduce tensors of
+  // `type`: every reducing collective calls it for each of its dtypes, so
+  // that all of them accept and refuse the same combinations, with the
+  // same message (and no rank queues half a collective).
+  void check(at::ScalarType type) const {
+    hccl_reduce_op(hccl, type); // the ops HCCL has
+    TORCH_CHECK_VALUE(!average || at::isFloatingType(type) || at::isComplexType(type),
+                      "ProcessGroupHCCL: ReduceOp.AVG needs a floating-point or complex tensor, "
+                      "got ", type, " (HCCL has no average: it is a sum and a division); "
+                      "use SUM and divide, or convert the tensor to a floating-point dtype");
+    TORCH_CHECK_VALUE(
+        !at::isComplexType(type) || requested.op_ == c10d::ReduceOp::SUM || average || premultiply,
+        "ProcessGroupHCCL: complex tensors can only be reduced by SUM, AVG or PREMUL_SUM");
+    if (premultiply) {
+      TORCH_CHECK_VALUE(at::isFloatingType(type) || at::isComplexType(type),
+                        "ProcessGroupHCCL: ReduceOp.PREMUL_SUM needs a floating-point or complex "
+                        "tensor, got ", type);
+      // Complex tensors are summed as pairs of reals, each scaled by the factor.
+      const at::Tensor& factor = supplement().tensor_factor;
+      TORCH_CHECK_VALUE(!factor.defined() || (factor.numel() == 1 && !factor.is_complex()),
+                        "ProcessGroupHCCL: the factor of ReduceOp.PREMUL_SUM must be one real "
+                        "number, got a tensor of ", factor.numel(), " elements of dtype ",
+                        factor.scalar_type());
+    }
+  }
+
+  // What this rank contributes to the sum: `input` itself, or for
+  // PREMUL_SUM a new tensor (on the current stream) of it times the factor.
+  at::Tensor contribution(const at::Tensor& input) const {
+    if (!premultiply) {
+      return input;
+    }
+    const c10d::PreMulSumSupplement& factor = supplement();
+    if (!factor.tensor_factor.defined()) {
+      return input * factor.double_factor;
+    }
+    if (factor.tensor_factor.device().is_cpu()) {
+      return input * factor.tensor_factor.item<double>();
+    }
+    // On the device: read on this (the communicator's) stream, after what
+    // the caller queued (the collective waits for the caller's stream); the
+    // allocator must not reuse its memory before then.
+    c10_npu::NPUCachingAllocator::recordStream(factor.tensor_factor.storage().data_ptr(),
+                                               c10_npu::getCurrentNPUStream());
+    return input * factor.tensor_factor.reshape({});
+  }
+
   c10d::ReduceOp requested;
   bool average;
+  bool premultiply;
   c10d::ReduceOp hccl;
+
+ private:
+  const c10d::PreMulSumSupplement& supplement() const {
+    const auto* factor =
+        dynamic_cast<const c10d::PreMulSumSupplement*>(requested.supplement_.get());
+    TORCH_CHECK_VALUE(factor != nullptr,
+                      "ProcessGroupHCCL: ReduceOp.PREMUL_SUM without a factor; make the op with "
+                      "torch.distributed._make_nccl_premul_sum(factor)");
+    return *factor;
+  }
 };
 
 void* address(const at::Tensor& t) {
@@ -430,17 +493,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(
   const c10d::ReduceOp& hccl_op = reduction.hccl;
   const bool average = reduction.average;
   for (const auto& t : tensors) {
-    hccl_reduce_op(hccl_op, t.scalar_type()); // rejects what HCCL cannot do, before queuing
-    TORCH_CHECK_VALUE(!average || at::isFloatingType(t.scalar_type()) || t.is_complex(),
-                      "ProcessGroupHCCL: ReduceOp.AVG needs a floating-point tensor, got ",
-                      t.scalar_type());
+    reduction.check(t.scalar_type());
   }
   return collective(
       tensors, tensors, c10d::OpType::ALLREDUCE, "hccl:all_reduce",
       [&](HcclComm comm, aclrtStream stream) {
         for (auto& tensor : tensors) {
           at::Tensor t = as_hccl_tensor(tensor, &op);
-          check_hccl(hccl().HcclAllReduce(address(t), address(t), t.numel(),
+          const at::Tensor send = reduction.contribution(t);
+          check_hccl(hccl().HcclAllReduce(address(send), address(t), t.numel(),
                                           hccl_data_type(t.scalar_type()),
                                           hccl_reduce_op(hccl_op, t.scalar_type()), comm, stream),
                      "HcclAllReduce");
@@ -460,13 +521,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>&
   const c10d::ReduceOp& op = reduction.requested;
   const c10d::ReduceOp& hccl_op = reduction.hccl;
   const bool average = reduction.average;
-  hccl_reduce_op(hccl_op, tensors[0].scalar_type());
+  reduction.check(tensors[0].scalar_type());
   const auto root = static_cast<uint32_t>(opts.rootRank);
   const bool is_root = opts.rootRank == getRank();
   return collective(tensors, tensors, c10d::OpType::REDUCE, "hccl:reduce",
                     [&](HcclComm comm, aclrtStream stream) {
                       at::Tensor t = as_hccl_tensor(tensors[0], &op);
-                      check_hccl(hccl().HcclReduce(address(t), address(t), t.numel(),
+                      const at::Tensor send = reduction.contribution(t);
+                      check_hccl(hccl().HcclReduce(address(send), address(t), t.numel(),
                                                    hccl_data_type(t.scalar_type()),
                                                    hccl_reduce_op(hccl_op, t.scalar_type()),
                                                    root, comm, stream),
@@ -570,12 +632,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
                       "ProcessGroupHCCL: the reduce_scatter input must have world size (",
                       getSize(), ") times the output's elements, of the same dtype; got ",
                       inputs[i].numel(), " and ", outputs[i].numel());
-    hccl_reduce_op(hccl_op, inputs[i].scalar_type());
+    reduction.check(inputs[i].scalar_type());
   }
   return collective(inputs, outputs, c10d::OpType::_REDUCE_SCATTER_BASE,
                     "hccl:reduce_scatter_tensor", [&](HcclComm comm, aclrtStream stream) {
                       for (size_t i = 0; i < inputs.size(); ++i) {
-                        at::Tensor in = as_hccl_tensor(inputs[i], &op);
+                        at::Tensor in = reduction.contribution(as_hccl_tensor(inputs[i], &op));
                         at::Tensor out = as_hccl_tensor(outputs[i], &op);
                         check_hccl(hccl().HcclReduceScatter(
                                        address(in), address(out), out.numel(),
@@ -610,7 +672,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(
   const c10d::ReduceOp& op = reduction.requested;
   const c10d::ReduceOp& hccl_op = reduction.hccl;
   const bool average = reduction.average;
-  hccl_reduce_op(hccl_op, outputs[0].scalar_type());
+  reduction.check(outputs[0].scalar_type());
   return collective(sources, outputs, c10d::OpType::REDUCE_SCATTER, "hccl:reduce_scatter",
                     [&](HcclComm comm, aclrtStream stream) {
                       // The inputs, packed into one buffer on this stream first.
@@ -620,8 +682,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(
                         flat.narrow(0, r * out.numel(), out.numel())
                             .copy_(as_hccl_tensor(sources[r], &op).reshape({-1}));
                       }
+                      const at::Tensor send = reduction.contribution(flat);
                       check_hccl(hccl().HcclReduceScatter(
-                                     address(flat), address(out), out.numel(),
+                                     address(send), address(out), out.numel(),
                                      hccl_data_type(out.scalar_type()),
                                      hccl_reduce_op(hccl_op, out.scalar_type()), comm, stream),
                                  "HcclReduceScatter");
@@ -1020,12 +1083,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_uneven(
                     ": input and output dtypes differ (", input.scalar_type(), " vs ",
                     output.scalar_type(), ")");
   const Reduction reduction(reduce_op);
+  reduction.check(input.scalar_type());
   const HcclReduceOp hccl_op = hccl_reduce_op(reduction.hccl, input.scalar_type());
-  as_hccl_tensor(input, &reduction.requested); // refuses what complex numbers cannot do
-  TORCH_CHECK_VALUE(!reduction.average || at::isFloatingType(input.scalar_type()) ||
-                        input.is_complex(),
-                    "ProcessGroupHCCL: ReduceOp.AVG needs a floating point or complex dtype, got ",
-                    input.scalar_type());
   std::vector<uint64_t> send_counts, send_displs;
   split_pieces(input, inputSplitSizes, getSize(), op, "input", &send_counts, &send_displs);
   const uint64_t mine = send_counts[getRank()];
@@ -1046,7 +1105,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_uneven(
   return collective(
       inputs, {output}, c10d::OpType::_REDUCE_SCATTER_BASE, "hccl:reduce_scatter_uneven",
       [&](HcclComm comm, aclrtStream stream) {
-        at::Tensor in = as_hccl_tensor(input, nullptr);
+        at::Tensor in = reduction.contribution(as_hccl_tensor(input, nullptr));
         at::Tensor out = as_hccl_tensor(output, nullptr).view({-1});
         at::Tensor pieces = at::empty({static_cast<int64_t>(mine) * getSize()}, in.options());
         check_hccl(hccl().HcclAlltoAllV(address(in), send_counts.data(), send_displs.data(), type,

@@ -47,9 +47,36 @@ constexpr std::chrono::nanoseconds kMeetingSpin{50'000};
 
 struct RootPayload {
   char magic[sizeof(kRootMagic)];
-  char region[96]; // shm_open name
+  char region[96];   // shm_open name
+  char machine[160]; // machineIdentity() of the rank that made it
 };
 static_assert(sizeof(RootPayload) <= HCCL_ROOT_INFO_BYTES);
+
+// Note [One machine]: the simulator's HCCL joins ranks through a POSIX
+// shared-memory segment, so every rank of a communicator must run on the
+// machine whose HcclGetRootInfo named it; it has no transport between
+// machines. The root info carries that machine's identity, and a rank
+// elsewhere fails HcclCommInitRootInfo at once, saying so, instead of
+// waiting HCCL_CONNECT_TIMEOUT for a segment it can never open.
+// NPU_SIM_HOST_ID replaces the identity (to try a job that spans machines
+// on one machine).
+std::string machineIdentity() {
+  if (const char* id = std::getenv("NPU_SIM_HOST_ID"); id != nullptr && *id != '\0') {
+    return id;
+  }
+  // The kernel's boot id tells machines (and containers' hosts) apart; the
+  // host name makes the message readable.
+  char host[65] = {};
+  gethostname(host, sizeof host - 1);
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  return std::string(host) + " (boot id " + (boot_id.empty() ? "unknown" : boot_id) + ")";
+}
+
+// The identity as the payload holds it (truncated to fit, NUL-terminated).
+void storeMachine(char (&out)[sizeof RootPayload::machine]) {
+  std::snprintf(out, sizeof out, "%s", machineIdentity().c_str());
+}
 
 struct alignas(64) RankState {
   std::atomic<uint64_t> reached; // meeting points this rank has reached
@@ -263,6 +290,7 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
                 static_cast<int>(getpid()),
                 static_cast<unsigned long long>(counter.fetch_add(1)),
                 static_cast<unsigned long long>(nonce));
+  storeMachine(payload.machine);
   std::memset(root->internal, 0, sizeof root->internal);
   std::memcpy(root->internal, &payload, sizeof payload);
   return HCCL_SUCCESS;
@@ -362,6 +390,19 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
     *why = "the root info was not made by HcclGetRootInfo of the NPU simulator (every rank must "
            "use the same root info, made by one rank)";
     return HCCL_E_PARA;
+  }
+  // Note [One machine].
+  char here[sizeof payload.machine];
+  storeMachine(here);
+  if (std::memchr(payload.machine, '\0', sizeof payload.machine) == nullptr ||
+      std::strcmp(payload.machine, here) != 0) {
+    *why = "rank " + std::to_string(rank) + " runs on " + here +
+        ", but the root info was made on " +
+        std::string(payload.machine, strnlen(payload.machine, sizeof payload.machine)) +
+        ": the NPU simulator's HCCL joins the ranks of one machine through shared memory and "
+        "has no transport between machines yet, so every rank of a communicator must run on "
+        "the machine of the rank that made the root info";
+    return HCCL_E_NOT_SUPPORT;
   }
   if (nRanks == 0 || nRanks > kMaxRanks) {
     *why = "nRanks " + std::to_string(nRanks) + " is outside 1.." + std::to_string(kMaxRanks);

@@ -87,9 +87,11 @@ def ok(rc):
 """
 
 
-def run_ranks(runner, tmp_path, body, world=2, timeout=60, **env):
-    """Runs `body` in `world` processes at once; returns their results by rank."""
-    code = (Runner.PRELUDE.format(tests=str(TESTS_DIR)) + JOIN + textwrap.dedent(body))
+def run_ranks(runner, tmp_path, body, world=2, timeout=60, before_join="", **env):
+    """Runs `body` in `world` processes at once; returns their results by rank.
+    `before_join` runs before the ranks join the communicator."""
+    code = (Runner.PRELUDE.format(tests=str(TESTS_DIR)) + textwrap.dedent(before_join) + JOIN
+            + textwrap.dedent(body))
     procs = []
     for rank in range(world):
         rank_env = runner.env(RANK=rank, WORLD=world, ROOT_FILE=tmp_path / "root", **env)
@@ -593,6 +595,23 @@ def test_joining_times_out_naming_the_missing_rank(runner, tmp_path):
     results = run_ranks(runner, tmp_path, "", world=1, NRANKS=2, HCCL_CONNECT_TIMEOUT=1)
     assert results[0].returncode != 0
     assert "timed out after 1 s waiting for rank(s) 1" in results[0].stderr
+
+
+def test_a_rank_on_another_machine_is_refused_at_once(runner, tmp_path):
+    # Note [One machine]: the root info names its machine; rank 1 claims to
+    # be elsewhere (NPU_SIM_HOST_ID) and fails, saying why, instead of
+    # waiting for a segment it could never open. Rank 0 times out waiting.
+    results = run_ranks(runner, tmp_path, "", HCCL_CONNECT_TIMEOUT=2, before_join="""
+        if os.environ["RANK"] == "1":
+            os.environ["NPU_SIM_HOST_ID"] = "node-b"
+    """)
+    assert results[1].returncode != 0
+    assert "HcclCommInitRootInfo" in results[1].stderr, results[1].stderr
+    assert "rank 1 runs on node-b, but the root info was made on " in results[1].stderr
+    assert "has no transport between machines yet" in results[1].stderr
+    assert results[0].returncode != 0
+    assert "timed out after 2 s waiting for rank(s) 1" in results[0].stderr
+    assert not os.path.exists(segment_path(tmp_path / "root"))
 
 
 def test_a_peer_that_exits_fails_the_collective_with_its_rank(runner, tmp_path):

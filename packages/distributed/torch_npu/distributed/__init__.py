@@ -109,7 +109,7 @@ def all_gather_into_tensor_uneven(output: torch.Tensor, input: torch.Tensor,
 
 def reduce_scatter_tensor_uneven(output: torch.Tensor, input: torch.Tensor,
                                  input_split_sizes: Sequence[int] | None = None,
-                                 op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM,
+                                 op: dist.ReduceOp | dist.ReduceOp.RedOpType = dist.ReduceOp.SUM,
                                  group: dist.ProcessGroup | None = None,
                                  async_op: bool = False) -> dist.Work | None:
     """:func:`torch.distributed.reduce_scatter_tensor` with pieces of different
@@ -125,8 +125,9 @@ def reduce_scatter_tensor_uneven(output: torch.Tensor, input: torch.Tensor,
     backend = _hccl_backend(group, input, "reduce_scatter_tensor_uneven")
     if backend is None:
         return None
-    work = backend.reduce_scatter_tensor_uneven(output, input, list(input_split_sizes or []),
-                                                dist.ReduceOp(op))
+    if not isinstance(op, dist.ReduceOp):  # a RedOpType; PREMUL_SUM comes as a ReduceOp
+        op = dist.ReduceOp(op)
+    work = backend.reduce_scatter_tensor_uneven(output, input, list(input_split_sizes or []), op)
     return _finish(work, async_op)
 
 
