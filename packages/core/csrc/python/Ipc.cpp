@@ -1,0 +1,126 @@
+#include "python/Ipc.h"
+
+#include <unistd.h>
+
+#include <string>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "npu/NPUCachingAllocator.h"
+#include "npu/NPUException.h"
+#include "npu/NPUFunctions.h"
+#include "npu/NPUGuardImpl.h"
+#include "npu/impl/AclInterface.h"
+
+namespace py = pybind11;
+
+namespace c10_npu::python {
+namespace {
+
+const acl::AclApi& ipc_api(const char* what) {
+  const auto& api = acl::api();
+  TORCH_CHECK(api.aclrtIpcMemGetExportKey != nullptr && api.aclrtIpcMemImportByKey != nullptr &&
+                  api.aclrtIpcMemClose != nullptr,
+              what, " needs CANN's IPC memory functions (aclrtIpcMemGetExportKey, aclrtIpcMemImportByKey, "
+              "aclrtIpcMemClose), which CANN has since 8.3.RC1; the loaded runtime (",
+              acl::backend_info().library, ", CANN ", acl::backend_info().cann_version, ") does not have them");
+  return api;
+}
+
+// Exports the memory of `tensor`'s storage: (key, bytes the key shares,
+// offset of the storage's data in them). The key shares the base
+// allocation (getBaseAllocation), so that every block of a segment shares
+// one export mechanism, as CUDA's handles do.
+py::tuple share_storage(const at::Tensor& tensor) {
+  const auto& api = ipc_api("Sharing an npu tensor with another process");
+  const c10::Storage& storage = tensor.storage();
+  TORCH_CHECK(storage.device_type() == c10::DeviceType::PrivateUse1, "_npu_ipc_share_storage: ", storage.device(),
+              " is not an npu device");
+  TORCH_CHECK(storage.nbytes() > 0, "_npu_ipc_share_storage: the storage is empty");
+  char* data = static_cast<char*>(storage.data_ptr().get());
+  size_t base_size = 0;
+  void* base = NPUCachingAllocator::getBaseAllocation(storage.data_ptr(), &base_size);
+  if (base == nullptr) { // not the caching allocator's: share the storage alone
+    base = data;
+    base_size = storage.nbytes();
+  }
+  char key[ACL_IPC_MEM_KEY_LEN] = {};
+  {
+    py::gil_scoped_release no_gil; // may wait for the device (Note [IPC memory] of the simulator)
+    const NPUGuard guard(storage.device());
+    ensure_device_context(storage.device().index());
+    NPU_CHECK(api.aclrtIpcMemGetExportKey(base, base_size, key, sizeof(key),
+                                          ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION));
+  }
+  return py::make_tuple(py::bytes(key), base_size, data - static_cast<char*>(base));
+}
+
+// What an imported storage's deleter releases.
+struct ImportedMemory {
+  std::string key;
+  c10::DeviceIndex device;
+  int release_fd; // closed last: tells the exporter the memory is released
+};
+
+void release_imported(void* context) {
+  auto* imported = static_cast<ImportedMemory*>(context);
+  try {
+    // Work queued on the memory must finish before it is unmapped.
+    const NPUGuard guard(c10::Device(c10::DeviceType::PrivateUse1, imported->device));
+    ensure_device_context(imported->device);
+    NPU_WARN_IF_ERROR(acl::api().aclrtSynchronizeDevice());
+    NPU_WARN_IF_ERROR(acl::api().aclrtIpcMemClose(imported->key.c_str()));
+  } catch (const std::exception& e) {
+    TORCH_WARN("releasing an npu tensor received from another process failed: ", e.what());
+  }
+  if (imported->release_fd >= 0) {
+    close(imported->release_fd);
+  }
+  delete imported;
+}
+
+// Imports `key` on `device` and returns a 1-D uint8 tensor over `nbytes`
+// bytes at `offset` of it, owning the import: freeing its storage closes
+// the import and then `release_fd`. Takes over `release_fd` also when it
+// fails (closing it).
+at::Tensor open_storage(const std::string& key, c10::DeviceIndex device, size_t offset, size_t nbytes,
+                        int release_fd) {
+  void* base = nullptr;
+  try {
+    const auto& api = ipc_api("Receiving an npu tensor from another process");
+    check_device_index(device);
+    py::gil_scoped_release no_gil;
+    const NPUGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+    ensure_device_context(device);
+    NPU_CHECK(api.aclrtIpcMemImportByKey(&base, key.c_str(), ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT));
+  } catch (...) {
+    if (release_fd >= 0) {
+      close(release_fd);
+    }
+    throw;
+  }
+  // From here on the storage's deleter owns the import and release_fd.
+  auto* imported = new ImportedMemory{key, device, release_fd};
+  c10::DataPtr data(static_cast<char*>(base) + offset, imported, &release_imported,
+                    c10::Device(c10::DeviceType::PrivateUse1, device));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data), /*allocator=*/nullptr,
+                       /*resizable=*/false);
+  at::Tensor bytes = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
+  bytes.set_(storage, 0, {static_cast<int64_t>(nbytes)}, {1});
+  return bytes;
+}
+
+} // namespace
+
+void bind_ipc(py::module_& m) {
+  m.def("_npu_ipc_share_storage", &share_storage);
+  m.def("_npu_ipc_open_storage", &open_storage);
+  m.def("_npu_ipc_close", [](const std::string& key) {
+    const auto& api = ipc_api("Releasing a shared npu tensor");
+    NPU_CHECK(api.aclrtIpcMemClose(key.c_str()));
+  });
+}
+
+} // namespace c10_npu::python

@@ -1,0 +1,37 @@
+"""A process holding npu tensors it received through torch.multiprocessing,
+driven by test_multiprocessing.py (a module of its own, so that spawned
+processes import it quickly)."""
+
+import gc
+
+
+def serve(requests, replies):
+    """Answers (op, name, arg) requests until "exit"."""
+    import torch
+    import torch_npu  # noqa: F401
+
+    held = {}
+    while True:
+        op, name, arg = requests.get()
+        try:
+            if op == "exit":
+                return
+            if op == "hold":
+                held[name] = arg
+                reply = (type(arg).__name__, str(arg.device))
+            elif op == "add":
+                with torch.no_grad():  # Parameters too
+                    held[name].add_(arg)
+                torch.npu.synchronize()
+                reply = None
+            elif op == "values":
+                reply = held[name].cpu().tolist()
+            elif op == "release":
+                del held[name]
+                gc.collect()
+                reply = None
+            else:
+                raise ValueError(f"unknown request {op}")
+            replies.put(("ok", reply))
+        except Exception as e:  # reported to the test
+            replies.put(("error", repr(e)))

@@ -1,0 +1,168 @@
+"""npu tensors through torch.multiprocessing: the receiver gets the sender's
+device memory, not a copy (Note [npu tensors between processes],
+torch_npu/multiprocessing/reductions.py)."""
+
+from __future__ import annotations
+
+import gc
+import queue
+import sys
+from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+import torch_npu
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _ipc_worker  # noqa: E402
+
+TIMEOUT = 120
+
+
+class Worker:
+    """A spawned process holding the tensors it is sent (_ipc_worker.serve)."""
+
+    def __init__(self) -> None:
+        ctx = mp.get_context("spawn")
+        self.requests = ctx.Queue()
+        self.replies = ctx.Queue()
+        self.process = ctx.Process(target=_ipc_worker.serve, args=(self.requests, self.replies), daemon=True)
+        self.process.start()
+
+    def __call__(self, op: str, name: str = "", arg=None):
+        self.requests.put((op, name, arg))
+        for _ in range(TIMEOUT):
+            try:
+                status, reply = self.replies.get(timeout=1)
+            except queue.Empty:
+                assert self.process.is_alive(), f"the worker died with exit code {self.process.exitcode}"
+                continue
+            assert status == "ok", reply
+            return reply
+        raise TimeoutError(f"the worker did not answer {op!r} within {TIMEOUT} s")
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            self.requests.put(("exit", "", None))
+            self.process.join(TIMEOUT)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = Worker()
+    yield w
+    w.close()
+
+
+def test_a_received_tensor_shares_the_senders_memory(worker):
+    x = torch.arange(1024, dtype=torch.float32, device="npu")
+    assert worker("hold", "x", x) == ("Tensor", "npu:0")
+    worker("add", "x", 1.0)
+    # The receiver's write is in the sender's tensor ...
+    assert torch.equal(x.cpu(), torch.arange(1024, dtype=torch.float32) + 1)
+    # ... and the sender's later write in the receiver's.
+    x.fill_(7.0)
+    torch.npu.synchronize()
+    assert worker("values", "x") == [7.0] * 1024
+    worker("release", "x")
+
+
+def test_views_keep_their_offset_and_strides(worker):
+    base = torch.zeros(64, 8, dtype=torch.int32, device="npu")
+    view = base[10:20, ::2]  # storage offset 80, strides (8, 2)
+    assert view.storage_offset() == 80
+    worker("hold", "view", view)
+    worker("add", "view", 5)
+    expected = torch.zeros(64, 8, dtype=torch.int32)
+    expected[10:20, ::2] = 5
+    assert torch.equal(base.cpu(), expected)
+    worker("release", "view")
+
+
+def test_parameters_and_storages(worker):
+    p = torch.nn.Parameter(torch.ones(3, device="npu"))
+    assert worker("hold", "p", p) == ("Parameter", "npu:0")
+    worker("add", "p", 2.0)
+    assert p.detach().cpu().tolist() == [3.0, 3.0, 3.0]
+    worker("release", "p")
+    s = torch.full((4,), 9, dtype=torch.uint8, device="npu").untyped_storage()
+    assert worker("hold", "s", s) == ("UntypedStorage", "npu:0")
+    worker("release", "s")
+
+
+def test_the_sender_keeps_the_memory_until_the_receiver_released_it(worker):
+    torch.npu.ipc_collect()
+    before = torch.npu.memory_allocated()
+    x = torch.ones(1 << 18, device="npu")  # 1 MiB
+    address = x.data_ptr()
+    worker("hold", "x", x)
+    del x
+    gc.collect()
+    torch.npu.ipc_collect()
+    # Still allocated for the receiver: new tensors do not get its memory,
+    # and the receiver's writes land in it alone.
+    y = torch.zeros(1 << 18, device="npu")
+    assert y.data_ptr() != address
+    assert torch.npu.memory_allocated() >= before + 2 * (1 << 20)
+    worker("add", "x", 1.0)
+    assert y.sum().item() == 0
+    worker("release", "x")
+    torch.npu.ipc_collect()
+    del y
+    assert torch.npu.memory_allocated() == before
+
+
+def test_a_receiver_that_dies_releases_the_memory():
+    torch.npu.ipc_collect()
+    before = torch.npu.memory_allocated()
+    w = Worker()
+    try:
+        x = torch.ones(1024, device="npu")
+        w("hold", "x", x)
+        del x
+        torch.npu.ipc_collect()
+        assert torch.npu.memory_allocated() > before
+        w.process.kill()
+        w.process.join(TIMEOUT)
+    finally:
+        w.close()
+    torch.npu.ipc_collect()
+    assert torch.npu.memory_allocated() == before
+
+
+def test_pickling_within_one_process_maps_the_same_memory():
+    x = torch.zeros(16, device="npu")
+    y = ForkingPickler.loads(ForkingPickler.dumps(x[4:]))
+    assert y.device == x.device and y.shape == (12,)
+    assert y.data_ptr() != x.data_ptr() + 16  # a second mapping, not the same pointer
+    y.fill_(3.0)
+    torch.npu.synchronize()
+    assert x.cpu().tolist() == [0.0] * 4 + [3.0] * 12
+    del y
+    gc.collect()
+    torch.npu.ipc_collect()
+
+
+def test_segments_are_shared_whole_with_the_blocks_offset():
+    a = torch.empty(256, device="npu")  # small blocks share one 2 MiB segment
+    b = torch.empty(256, device="npu")
+    key_a, size_a, offset_a = torch_npu._C._npu_ipc_share_storage(a)
+    key_b, size_b, offset_b = torch_npu._C._npu_ipc_share_storage(b)
+    assert size_a == size_b >= 2 * (1 << 20)
+    assert offset_a != offset_b
+    assert b.data_ptr() - offset_b == a.data_ptr() - offset_a
+    torch_npu._C._npu_ipc_close(key_a)
+    torch_npu._C._npu_ipc_close(key_b)
+
+
+def test_tensors_autograd_cannot_send_fail_clearly():
+    leaf = torch.ones(2, device="npu", requires_grad=True)
+    with pytest.raises(RuntimeError, match="autograd does not cross process boundaries"):
+        ForkingPickler.dumps(leaf * 2)
+    cpu = torch.ones(2)
+    assert torch.equal(ForkingPickler.loads(ForkingPickler.dumps(cpu)), cpu)  # CPU keeps torch's way
