@@ -166,3 +166,33 @@ def test_tensors_autograd_cannot_send_fail_clearly():
         ForkingPickler.dumps(leaf * 2)
     cpu = torch.ones(2)
     assert torch.equal(ForkingPickler.loads(ForkingPickler.dumps(cpu)), cpu)  # CPU keeps torch's way
+
+
+def test_blocks_of_expandable_segments_are_shared(worker):
+    from torch_npu.npu import memory
+
+    torch.npu.synchronize()
+    torch.npu.empty_cache()
+    memory._set_allocator_settings("expandable_segments:True")
+    try:
+        # Blocks of an expandable segment live in mapped physical chunks
+        # (the simulator's test_sim_ipc.py shares a range across two).
+        head = torch.zeros(1536 * 1024, dtype=torch.uint8, device="npu")
+        n = (1 << 20) + 4096  # a large block, in the segment after `head`
+        allocated = torch.npu.memory_allocated()
+        x = torch.zeros(n, dtype=torch.uint8, device="npu")
+        block = torch.npu.memory_allocated() - allocated
+        key, shared, offset = torch_npu._C._npu_ipc_share_storage(x)
+        torch_npu._C._npu_ipc_close(key)
+        assert (shared, offset) == (block, 0)  # the block alone, not the segment's range
+        worker("hold", "x", x)
+        worker("add", "x", 3)
+        assert torch.equal(x.cpu(), torch.full((n,), 3, dtype=torch.uint8))
+        assert head.sum().item() == 0
+        worker("release", "x")
+        del head, x
+        torch.npu.ipc_collect()
+    finally:
+        torch.npu.synchronize()
+        torch.npu.empty_cache()
+        memory._set_allocator_settings("expandable_segments:False")
