@@ -26,6 +26,11 @@ def serve(requests, replies):
                 reply = None
             elif op == "values":
                 reply = held[name].cpu().tolist()
+            elif op == "echo":  # sends the tensor on, back to the test
+                reply = held[name]
+            elif op == "collect":
+                torch.npu.ipc_collect()
+                reply = None
             elif op == "release":
                 del held[name]
                 gc.collect()

@@ -117,6 +117,30 @@ def test_the_sender_keeps_the_memory_until_the_receiver_released_it(worker):
     assert torch.npu.memory_allocated() == before
 
 
+def test_a_receiver_forwards_what_it_received(worker):
+    torch.npu.ipc_collect()
+    before = torch.npu.memory_allocated()
+    x = torch.zeros(256, device="npu")
+    worker("hold", "x", x)
+    y = worker("echo", "x")  # back here through the worker: the same memory
+    y.fill_(4.0)
+    torch.npu.synchronize()
+    assert x.cpu().tolist() == [4.0] * 256
+    assert worker("values", "x") == [4.0] * 256
+    again = worker("echo", "x")  # the same key again gives the same storage
+    assert again.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
+    worker("release", "x")
+    del x, again
+    gc.collect()
+    torch.npu.ipc_collect()
+    assert torch.npu.memory_allocated() > before  # `y` holds it, through the worker
+    del y
+    gc.collect()
+    worker("collect")
+    torch.npu.ipc_collect()
+    assert torch.npu.memory_allocated() == before
+
+
 def test_a_receiver_that_dies_releases_the_memory():
     torch.npu.ipc_collect()
     before = torch.npu.memory_allocated()

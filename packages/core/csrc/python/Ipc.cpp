@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -61,7 +64,11 @@ py::tuple share_storage(const at::Tensor& tensor) {
 struct ImportedMemory {
   std::string key;
   c10::DeviceIndex device;
-  int release_fd; // closed last: tells the exporter the memory is released
+  size_t offset; // of the storage's data in the imported memory
+  std::mutex mutex;
+  // One per message that delivered the storage; closed last, each tells
+  // its sender that this process released the memory.
+  std::vector<int> release_fds;
 };
 
 void release_imported(void* context) {
@@ -75,18 +82,69 @@ void release_imported(void* context) {
   } catch (const std::exception& e) {
     TORCH_WARN("releasing an npu tensor received from another process failed: ", e.what());
   }
-  if (imported->release_fd >= 0) {
-    close(imported->release_fd);
+  for (int fd : imported->release_fds) {
+    close(fd);
   }
   delete imported;
 }
 
+ImportedMemory* imported_memory(const c10::Storage& storage) {
+  const c10::DataPtr& data = storage.data_ptr();
+  return data.get_deleter() == &release_imported ? static_cast<ImportedMemory*>(data.get_context()) : nullptr;
+}
+
+// The storages this process imported, by key: a key arriving again (a
+// storage sent twice, or forwarded by another receiver) gets the same
+// storage, as CUDA's received handles do; each import is mapped once.
+struct ImportCache {
+  std::mutex mutex;
+  std::unordered_map<std::string, c10::weak_intrusive_ptr<c10::StorageImpl>> storages;
+};
+
+ImportCache& import_cache() {
+  static auto* cache = new ImportCache(); // leaked: storages may die in static destructors
+  return *cache;
+}
+
+at::Tensor bytes_of(c10::Storage storage, c10::DeviceIndex device) {
+  const auto nbytes = static_cast<int64_t>(storage.nbytes());
+  at::Tensor bytes = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
+  bytes.set_(std::move(storage), 0, {nbytes}, {1});
+  return bytes;
+}
+
 // Imports `key` on `device` and returns a 1-D uint8 tensor over `nbytes`
 // bytes at `offset` of it, owning the import: freeing its storage closes
-// the import and then `release_fd`. Takes over `release_fd` also when it
-// fails (closing it).
+// the import and then `release_fd`. A key this process holds already gives
+// that storage, which then also owns `release_fd`. Takes over `release_fd`
+// also when it fails (closing it).
 at::Tensor open_storage(const std::string& key, c10::DeviceIndex device, size_t offset, size_t nbytes,
                         int release_fd) {
+  c10::intrusive_ptr<c10::StorageImpl> cached;
+  {
+    ImportCache& cache = import_cache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    for (auto it = cache.storages.begin(); it != cache.storages.end();) {
+      it = it->second.expired() ? cache.storages.erase(it) : std::next(it);
+    }
+    if (auto it = cache.storages.find(key); it != cache.storages.end()) {
+      cached = it->second.lock();
+    }
+  }
+  if (cached) {
+    c10::Storage storage(std::move(cached));
+    ImportedMemory* imported = imported_memory(storage);
+    const bool same = imported != nullptr && imported->offset == offset && storage.nbytes() == nbytes;
+    if (!same) {
+      close(release_fd);
+      TORCH_CHECK(false, "_npu_ipc_open_storage: key ", key, " arrived again for another range of its memory");
+    }
+    {
+      std::lock_guard<std::mutex> lock(imported->mutex);
+      imported->release_fds.push_back(release_fd);
+    }
+    return bytes_of(std::move(storage), device);
+  }
   void* base = nullptr;
   try {
     const auto& api = ipc_api("Receiving an npu tensor from another process");
@@ -102,14 +160,27 @@ at::Tensor open_storage(const std::string& key, c10::DeviceIndex device, size_t 
     throw;
   }
   // From here on the storage's deleter owns the import and release_fd.
-  auto* imported = new ImportedMemory{key, device, release_fd};
+  auto* imported = new ImportedMemory{key, device, offset, {}, {release_fd}};
   c10::DataPtr data(static_cast<char*>(base) + offset, imported, &release_imported,
                     c10::Device(c10::DeviceType::PrivateUse1, device));
   c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data), /*allocator=*/nullptr,
                        /*resizable=*/false);
-  at::Tensor bytes = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, device));
-  bytes.set_(storage, 0, {static_cast<int64_t>(nbytes)}, {1});
-  return bytes;
+  {
+    ImportCache& cache = import_cache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.storages.insert_or_assign(key, c10::weak_intrusive_ptr<c10::StorageImpl>(storage.getWeakStorageImpl()));
+  }
+  return bytes_of(std::move(storage), device);
+}
+
+// (key, offset) of a storage this process imported, to forward to another
+// process; None for memory of this process.
+py::object imported_key(const at::Tensor& tensor) {
+  ImportedMemory* imported = imported_memory(tensor.storage());
+  if (imported == nullptr) {
+    return py::none();
+  }
+  return py::make_tuple(py::bytes(imported->key), imported->offset);
 }
 
 } // namespace
@@ -117,6 +188,7 @@ at::Tensor open_storage(const std::string& key, c10::DeviceIndex device, size_t 
 void bind_ipc(py::module_& m) {
   m.def("_npu_ipc_share_storage", &share_storage);
   m.def("_npu_ipc_open_storage", &open_storage);
+  m.def("_npu_ipc_imported_key", &imported_key);
   m.def("_npu_ipc_close", [](const std::string& key) {
     const auto& api = ipc_api("Releasing a shared npu tensor");
     NPU_CHECK(api.aclrtIpcMemClose(key.c_str()));

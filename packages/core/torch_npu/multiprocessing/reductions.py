@@ -27,10 +27,14 @@ drops its reference (and revokes the key) at its next send or
 in multiprocessing's resource sharer, so its block stays alive until the
 sender exits: the same leak CUDA's counting has.
 
-Each send is a separate export: a storage sent twice arrives as two
-storages on the same memory (their writes are shared, but they are
-different Python objects), unlike CUDA, which caches received storages by
-handle.
+Each send of a storage of this process is a separate export. A receiver
+maps each key once and gives the storage it made for a key again when the
+key arrives again (as CUDA caches received handles); a storage sent twice
+in one message is therefore two storages on the same memory in the
+receiver. A received storage sent on to a third process (or back) passes
+its key along instead of exporting imported memory again: the forwarding
+process holds its storage, and with it its own release of the original
+sender's memory, until the third process released it.
 """
 
 from __future__ import annotations
@@ -54,10 +58,11 @@ class _SentStorages:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # (storage, read end of the release pipe, key)
-        self._held: list[tuple[torch.UntypedStorage, int, bytes]] = []
+        # (storage, read end of the release pipe, key this process exported
+        # for it or None when it forwarded a received key)
+        self._held: list[tuple[torch.UntypedStorage, int, bytes | None]] = []
 
-    def add(self, storage: torch.UntypedStorage, read_fd: int, key: bytes) -> None:
+    def add(self, storage: torch.UntypedStorage, read_fd: int, key: bytes | None) -> None:
         with self._lock:
             self._held.append((storage, read_fd, key))
 
@@ -78,7 +83,8 @@ class _SentStorages:
 
         for _, fd, key in dropped:
             os.close(fd)
-            _C._npu_ipc_close(key)
+            if key is not None:
+                _C._npu_ipc_close(key)
         return len(dropped)
 
     def __len__(self) -> int:
@@ -108,17 +114,27 @@ def _share_npu_storage(storage: torch.UntypedStorage) -> tuple[Any, ...]:
     device = storage.device.index
     torch.npu.current_stream(device).synchronize()
     holder = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
-    key, _, offset = _C._npu_ipc_share_storage(holder)
+    forwarded = _C._npu_ipc_imported_key(holder)
+    if forwarded is not None:
+        # Received from another process: pass its key on. Holding the
+        # storage holds this process's release of the original sender's
+        # memory, so the memory outlives every receiver down the line.
+        key, offset = forwarded
+        own_key = None
+    else:
+        key, _, offset = _C._npu_ipc_share_storage(holder)
+        own_key = key
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     try:
         release = DupFd(write_fd)
     except BaseException:
         os.close(read_fd)
-        _C._npu_ipc_close(key)
+        if own_key is not None:
+            _C._npu_ipc_close(own_key)
         raise
     finally:
         os.close(write_fd)  # DupFd keeps its own copy until a receiver takes it
-    _sent.add(storage, read_fd, key)
+    _sent.add(storage, read_fd, own_key)
     return (device, key, storage.nbytes(), offset, release)
 
 
