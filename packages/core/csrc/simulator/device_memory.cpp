@@ -129,6 +129,7 @@ aclError DeviceMemory::shareHeapPages(uint64_t offset, uint64_t size) {
                 "aclrtIpcMemGetExportKey: could not map shareable memory of device %u: %s",
                 device_, std::strerror(err));
   }
+  madvise(at, size, MADV_DONTFORK); // as the rest of the heap
   return ACL_SUCCESS;
 }
 

@@ -10,9 +10,12 @@ imports the key and gets a tensor on the same device memory, so writes of
 either process are seen by the other once it synchronises. Nothing is
 copied.
 
-Before exporting, the sender synchronises its current stream, so work it
-queued on the tensor is visible to the receiver (CUDA passes an event for
-this; a synchronisation is simpler and as correct for the sender's stream).
+Before exporting, the sender synchronises the tensor's device, so work
+queued on the tensor is visible to the receiver (CUDA passes an event of
+the current stream instead; queues pickle in their feeder thread, whose
+current stream need not be the one that wrote the tensor, so the whole
+device is waited for). Freeing a received storage synchronises its device
+before unmapping the memory, so no queued work touches it afterwards.
 
 The sender's block must stay allocated while any receiver uses it. torch
 counts receivers of CUDA memory in a shared reference-count file; here
@@ -112,7 +115,7 @@ def _share_npu_storage(storage: torch.UntypedStorage) -> tuple[Any, ...]:
 
     _sent.collect()
     device = storage.device.index
-    torch.npu.current_stream(device).synchronize()
+    torch.npu.synchronize(device)
     holder = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
     forwarded = _C._npu_ipc_imported_key(holder)
     if forwarded is not None:
