@@ -128,7 +128,11 @@
   X(aclError, aclrtIpcMemSetImportPid,                                         \
     (const char* key, int32_t* pid, size_t num), (key, pid, num))              \
   X(aclError, aclrtIpcMemClose, (const char* key), (key))                      \
-  X(aclError, aclrtDeviceGetBareTgid, (int32_t * pid), (pid))
+  X(aclError, aclrtDeviceGetBareTgid, (int32_t * pid), (pid))                 \
+  X(aclError, aclrtIpcGetEventHandle,                                          \
+    (aclrtEvent event, aclrtIpcEventHandle * handle), (event, handle))         \
+  X(aclError, aclrtIpcOpenEventHandle,                                         \
+    (aclrtIpcEventHandle handle, aclrtEvent * event), (handle, event))
 
 #ifdef __cplusplus
 extern "C" {

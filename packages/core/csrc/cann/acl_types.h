@@ -58,7 +58,12 @@ typedef void (*aclrtCallback)(void* userData);
 #define ACL_EVENT_EXTERNAL 0x00000020U
 #define ACL_EVENT_IPC 0x00000040U
 
-// ---- IPC memory (aclrtIpcMem*) -------------------------------------------
+// ---- IPC events and memory ------------------------------------------------
+#define ACL_IPC_EVENT_HANDLE_SIZE 64U
+typedef struct aclrtIpcEventHandle {
+  char reserved[ACL_IPC_EVENT_HANDLE_SIZE];
+} aclrtIpcEventHandle;
+
 #define ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT 0x0UL
 #define ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x1UL
 #define ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT 0x0UL

@@ -231,6 +231,15 @@ NPU_SIM_EXPORT aclError aclrtDeviceGetBareTgid(int32_t* pid) {
   return guarded("aclrtDeviceGetBareTgid", [&] { return impl::deviceGetBareTgid(pid); });
 }
 
+NPU_SIM_EXPORT aclError aclrtIpcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle* handle) {
+  return guarded("aclrtIpcGetEventHandle", [&] { return impl::ipcGetEventHandle(event, handle); });
+}
+
+NPU_SIM_EXPORT aclError aclrtIpcOpenEventHandle(aclrtIpcEventHandle handle, aclrtEvent* event) {
+  return guarded("aclrtIpcOpenEventHandle",
+                 [&] { return impl::ipcOpenEventHandle(handle, event); });
+}
+
 // ---- streams ----
 
 NPU_SIM_EXPORT aclError aclrtCreateStream(aclrtStream* stream) {

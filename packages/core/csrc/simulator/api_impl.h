@@ -57,6 +57,8 @@ aclError ipcMemImportByKey(void** devPtr, const char* key, uint64_t flags);
 aclError ipcMemSetImportPid(const char* key, int32_t* pid, size_t num);
 aclError ipcMemClose(const char* key);
 aclError deviceGetBareTgid(int32_t* pid);
+aclError ipcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle* handle);
+aclError ipcOpenEventHandle(const aclrtIpcEventHandle& handle, aclrtEvent* event);
 
 // ---- transfer.cpp ----
 aclError memcpySync(void* dst, size_t destMax, const void* src, size_t count,

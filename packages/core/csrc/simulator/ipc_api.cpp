@@ -2,11 +2,14 @@
 // ipc_memory.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "api_impl.h"
 #include "device.h"
 #include "errors.h"
+#include "event.h"
+#include "ipc_event.h"
 #include "feature_gates.h"
 #include "ipc_memory.h"
 #include "model.h"
@@ -145,6 +148,68 @@ aclError deviceGetBareTgid(int32_t* pid) {
   }
   // No virtual machine between the simulator and its host: the pid is it.
   *pid = static_cast<int32_t>(getpid());
+  return ACL_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------
+// Events (Note [IPC events], ipc_event.h)
+
+aclError ipcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle* handle) {
+  const char* api = "aclrtIpcGetEventHandle";
+  if (aclError err = Runtime::get().check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = requireFeature(Feature::kIpcEvent, api); err != ACL_SUCCESS) {
+    return err;
+  }
+  Event* e = Event::fromHandle(event);
+  if (e == nullptr || handle == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: %s", api,
+                handle == nullptr ? "handle is null" : "event is not a live event");
+  }
+  if (e->isOpened()) {
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "%s: the event was opened from another process; get the handle in the process "
+                "that created it",
+                api);
+  }
+  if ((e->flags() & ACL_EVENT_IPC) == 0) {
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "%s: the event was not created with ACL_EVENT_IPC (aclrtCreateEventWithFlag)",
+                api);
+  }
+  std::string text;
+  if (aclError err = e->exportState(&text); err != ACL_SUCCESS) {
+    return err;
+  }
+  std::memset(handle->reserved, 0, sizeof(handle->reserved));
+  std::memcpy(handle->reserved, text.c_str(), std::min(text.size(), sizeof(handle->reserved) - 1));
+  return ACL_SUCCESS;
+}
+
+aclError ipcOpenEventHandle(const aclrtIpcEventHandle& handle, aclrtEvent* event) {
+  const char* api = "aclrtIpcOpenEventHandle";
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = requireFeature(Feature::kIpcEvent, api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (event == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "%s: event is null", api);
+  }
+  Device* device = nullptr;
+  if (aclError err = rt.currentDevice(api, &device); err != ACL_SUCCESS) {
+    return err;
+  }
+  char text[sizeof(handle.reserved) + 1] = {};
+  std::memcpy(text, handle.reserved, sizeof(handle.reserved));
+  IpcEventState* state = nullptr;
+  if (aclError err = IpcEventState::open(text, &state); err != ACL_SUCCESS) {
+    return err;
+  }
+  *event = Event::opened(state)->handle();
   return ACL_SUCCESS;
 }
 

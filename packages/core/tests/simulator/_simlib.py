@@ -39,6 +39,7 @@ PARAM_ERRORS = (ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID)
 
 ACL_EVENT_SYNC = 0x1
 ACL_EVENT_TIME_LINE = 0x8
+ACL_EVENT_IPC = 0x40
 
 ACL_EVENT_RECORDED_STATUS_NOT_READY = 0
 ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
@@ -68,6 +69,10 @@ GRANULARITY = 2 * MiB
 
 class MemLocation(Structure):
     _fields_ = [("id", c_uint32), ("type", c_int)]
+
+
+class IpcEventHandle(Structure):
+    _fields_ = [("reserved", c_char * 64)]
 
 
 class PtrAttributes(Structure):
@@ -178,6 +183,8 @@ _SIGNATURES = {
     "aclrtIpcMemSetImportPid": (c_int, [c_char_p, POINTER(c_int32), c_size_t]),
     "aclrtIpcMemClose": (c_int, [c_char_p]),
     "aclrtDeviceGetBareTgid": (c_int, [POINTER(c_int32)]),
+    "aclrtIpcGetEventHandle": (c_int, [c_void_p, POINTER(IpcEventHandle)]),
+    "aclrtIpcOpenEventHandle": (c_int, [IpcEventHandle, POINTER(c_void_p)]),
     "aclrtGetDeviceUtilizationRate": (c_int, [c_int32, POINTER(UtilizationInfo)]),
     "npuSimLaunchWork": (c_int, [c_void_p, POINTER(NpuSimWork), POINTER(c_uint64)]),
     "npuSimSetWorkError": (None, [c_char_p]),

@@ -12,17 +12,22 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from ctypes import byref, c_int32, c_void_p
 
 import pytest
 from _simlib import (
     ACL_ERROR_INVALID_PARAM,
+    ACL_EVENT_IPC,
+    ACL_EVENT_RECORDED_STATUS_COMPLETE,
+    ACL_EVENT_RECORDED_STATUS_NOT_READY,
     ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
     ACL_MEM_LOCATION_TYPE_DEVICE,
     ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT,
     IPC_KEY_LEN,
     MiB,
     AclError,
+    IpcEventHandle,
     PhysicalMemProp,
     MemLocation,
 )
@@ -299,3 +304,88 @@ def test_ipc_memory_is_gated_by_the_emulated_cann_version(runner):
     code, message = result.stdout.split("\n", 1)
     assert int(code) == ACL_ERROR_RT_FEATURE_NOT_SUPPORT
     assert "8.3.RC1" in message and "8.2.RC1" in message
+
+
+# ---- events (Note [IPC events], csrc/simulator/ipc_event.h) ----
+
+def event_handle(sim, event):
+    handle = IpcEventHandle()
+    sim.check("aclrtIpcGetEventHandle", sim.lib.aclrtIpcGetEventHandle(event, byref(handle)))
+    return handle.reserved
+
+
+def test_a_stream_of_another_process_waits_for_an_ipc_event(dev0, runner):
+    """The importer's stream copies shared memory only after the exporter's
+    work before the record ran, writing it."""
+    sim = dev0
+    p = sim.malloc(4096)
+    sim.h2d(p, b"\x00" * 4096, sync=True)
+    key = sim.ipc_export(p, 4096)
+    event = sim.create_event(ACL_EVENT_IPC)
+    handle = event_handle(sim, event)
+    assert handle.startswith(b"npusim-ipcevt-")
+    code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + textwrap.dedent("""
+        sim.set_device(0)
+        q = sim.ipc_import(os.environ["KEY"].encode())
+        handle = IpcEventHandle(os.environ["HANDLE"].encode())
+        ev = ctypes.c_void_p()
+        sim.check("open", lib.aclrtIpcOpenEventHandle(handle, ctypes.byref(ev)))
+        assert lib.aclrtRecordEvent(ev, None) == ACL_ERROR_INVALID_PARAM
+        assert "only the process that created it records it" in sim.err()
+        print(sim.event_status(ev), flush=True)
+        sys.stdin.readline()
+        s = sim.create_stream()
+        sim.wait_event(s, ev)
+        out = sim.d2h(q, 4, stream=s)
+        sim.sync(s)
+        sim.check("sync", lib.aclrtSynchronizeEvent(ev))
+        print(sim.event_status(ev), out.raw.hex(), flush=True)
+        sim.check("destroy", lib.aclrtDestroyEvent(ev))
+    """)
+    s = sim.create_stream()
+    gate = threading.Event()
+    sim.launch(lambda: 0 if gate.wait(60) else 1, s)
+    sim.h2d(p, b"\x42" * 4, stream=s)
+    sim.record(event, s)
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=runner.env(KEY=key.decode(), HANDLE=handle.decode()))
+    try:
+        assert child.stdout.readline().strip() == str(ACL_EVENT_RECORDED_STATUS_NOT_READY)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        gate.set()
+        out, err = child.communicate(timeout=60)
+    finally:
+        gate.set()
+        child.kill()
+    assert child.returncode == 0, err
+    assert out.split() == [str(ACL_EVENT_RECORDED_STATUS_COMPLETE), "42" * 4]
+    sim.sync(s)
+    sim.ipc_close(key)
+    sim.free(p)
+
+
+def test_ipc_event_handles_are_checked(dev0, runner):
+    sim = dev0
+    plain = sim.create_event()
+    out = IpcEventHandle()
+    assert sim.lib.aclrtIpcGetEventHandle(plain, byref(out)) == ACL_ERROR_INVALID_PARAM
+    assert "ACL_EVENT_IPC" in sim.err()
+    ev = c_void_p()
+    assert sim.lib.aclrtIpcOpenEventHandle(IpcEventHandle(b"nonsense"), byref(ev)) == ACL_ERROR_INVALID_PARAM
+    assert "not a handle" in sim.err()
+    event = sim.create_event(ACL_EVENT_IPC)
+    assert event_handle(sim, event) == event_handle(sim, event)  # one shared state per event
+    handle = event_handle(sim, event).decode()
+    prefix, nonce = handle.rsplit("-", 1)
+    result = runner.ok(
+        """
+        sim.set_device(0)
+        ev = ctypes.c_void_p()
+        rc = lib.aclrtIpcOpenEventHandle(IpcEventHandle(os.environ["HANDLE"].encode()), ctypes.byref(ev))
+        print(rc, sim.err())
+        """,
+        HANDLE=f"{prefix}-{int(nonce, 16) ^ 1:016x}",
+    )
+    assert result.stdout.startswith(str(ACL_ERROR_INVALID_PARAM)) and "unknown" in result.stdout
