@@ -19,6 +19,9 @@
 // recorded, and it carries no timestamps. The stores are release and the
 // loads acquire, so work ordered after a wait sees what the exporter's
 // work before the record wrote to shared device memory.
+// A generation still pending when the exporter destroys the event or exits
+// never completes: waiting for it lasts until the waiter's process exits
+// (as an IPC event whose owner is gone is undefined on CANN and CUDA).
 #pragma once
 
 #include <atomic>
