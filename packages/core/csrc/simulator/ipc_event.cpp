@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <cstring>
 
 #include "errors.h"
+#include "ipc_memory.h"
 #include "runtime.h"
 #include "util.h"
 
@@ -65,8 +65,7 @@ aclError IpcEventState::create(IpcEventState** out, std::string* handle) {
   }
   auto* page = new (p) Page{};
   page->magic = kMagic;
-  while (getrandom(&page->nonce, sizeof(page->nonce), 0) != sizeof(page->nonce)) {
-  }
+  page->nonce = ipc::newNonce();
   *handle = strFormat("%s%d-%d-%016" PRIx64, kPrefix, static_cast<int>(getpid()), fd, page->nonce);
   *out = new IpcEventState(page, fd);
   return ACL_SUCCESS;

@@ -124,20 +124,6 @@ bool writeDescriptor(const Export& e) {
   return writeAll(e.descriptor, bytes.data(), bytes.size(), 0);
 }
 
-uint64_t newNonce() {
-  uint64_t nonce = 0;
-  while (getrandom(&nonce, sizeof(nonce), 0) != static_cast<ssize_t>(sizeof(nonce)) ||
-         nonce == 0) {
-    if (errno != EINTR && errno != EAGAIN) {
-      // No entropy source: fall back to something no other export of this
-      // machine will have at the same pid and descriptor.
-      nonce = (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(time(nullptr)) ^
-          reinterpret_cast<uintptr_t>(&nonce);
-    }
-  }
-  return nonce;
-}
-
 std::string procFd(pid_t pid, int fd) {
   return strFormat("/proc/%d/fd/%d", static_cast<int>(pid), fd);
 }
@@ -242,6 +228,21 @@ void closeAll(const std::vector<SharedPiece>& pieces) {
 }
 
 } // namespace
+
+uint64_t newNonce() {
+  uint64_t nonce = 0;
+  for (int attempt = 0; attempt < 8 && nonce == 0; ++attempt) {
+    if (getrandom(&nonce, sizeof(nonce), 0) != static_cast<ssize_t>(sizeof(nonce))) {
+      nonce = 0;
+    }
+  }
+  if (nonce == 0) {
+    // No entropy source: something no other export of this machine has at
+    // the same pid and descriptor.
+    nonce = ((static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(nowNs())) | 1;
+  }
+  return nonce;
+}
 
 aclError exportMemory(const std::vector<SharedPiece>& pieces, uint64_t lead, uint64_t size,
                       uint64_t flags, std::string* key) {

@@ -51,6 +51,9 @@
 
 namespace npu_sim::ipc {
 
+// A random, non-zero nonce for a key or handle.
+uint64_t newNonce();
+
 // Registers an export of `pieces` (descriptors of this process; `lead` is
 // the exported pointer's offset in the first page, `size` the exported
 // bytes) and returns its key.
