@@ -40,3 +40,12 @@ def serve(requests, replies):
             replies.put(("ok", reply))
         except Exception as e:  # reported to the test
             replies.put(("error", repr(e)))
+
+
+def add_and_exit(tensor, value):
+    """A process started with an npu tensor as its argument."""
+    import torch
+    import torch_npu  # noqa: F401
+
+    tensor.add_(value)
+    torch.npu.synchronize()

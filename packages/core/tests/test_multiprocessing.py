@@ -141,6 +141,21 @@ def test_a_receiver_forwards_what_it_received(worker):
     assert torch.npu.memory_allocated() == before
 
 
+def test_a_process_started_with_an_npu_tensor_shares_it():
+    torch.npu.ipc_collect()
+    before = torch.npu.memory_allocated()
+    x = torch.zeros(8, device="npu")
+    process = mp.get_context("spawn").Process(target=_ipc_worker.add_and_exit, args=(x[2:6], 2.0))
+    process.start()
+    process.join(TIMEOUT)
+    assert process.exitcode == 0
+    assert x.cpu().tolist() == [0.0, 0.0, 2.0, 2.0, 2.0, 2.0, 0.0, 0.0]
+    del x, process  # the Popen's copy of the release descriptor goes with it
+    gc.collect()
+    torch.npu.ipc_collect()
+    assert torch.npu.memory_allocated() == before
+
+
 def test_a_receiver_that_dies_releases_the_memory():
     torch.npu.ipc_collect()
     before = torch.npu.memory_allocated()

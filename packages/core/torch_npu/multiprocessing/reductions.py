@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 import select
 import threading
-from multiprocessing import reduction
+from multiprocessing import context, reduction, util
 from multiprocessing.reduction import DupFd
 from typing import Any
 
@@ -129,16 +129,31 @@ def _share_npu_storage(storage: torch.UntypedStorage) -> tuple[Any, ...]:
         own_key = key
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     try:
-        release = DupFd(write_fd)
+        release = _fd_for_receiver(write_fd)
     except BaseException:
         os.close(read_fd)
         if own_key is not None:
             _C._npu_ipc_close(own_key)
         raise
     finally:
-        os.close(write_fd)  # DupFd keeps its own copy until a receiver takes it
+        os.close(write_fd)  # _fd_for_receiver made the receiver's copy
     _sent.add(storage, read_fd, own_key)
     return (device, key, storage.nbytes(), offset, release)
+
+
+def _fd_for_receiver(fd: int) -> Any:
+    """A picklable copy of `fd` for the process that unpickles it."""
+    popen = context.get_spawning_popen()
+    if popen is None:
+        # A queue: multiprocessing's resource sharer keeps a duplicate until
+        # the receiver takes it.
+        return DupFd(fd)
+    # The arguments of a process being started: its Popen passes the
+    # descriptor number at the start, so that descriptor stays open until
+    # the Popen is collected (the started process has its own copy then).
+    copy = os.dup(fd)
+    util.Finalize(popen, os.close, args=(copy,))
+    return DupFd(copy)
 
 
 def _rebuild_npu_storage(device: int, key: bytes, nbytes: int, offset: int, release: Any) -> torch.UntypedStorage:
