@@ -28,6 +28,15 @@ def serve(requests, replies):
                 reply = held[name].cpu().tolist()
             elif op == "echo":  # sends the tensor on, back to the test
                 reply = held[name]
+            elif op == "wait_read":  # a stream waits for event `name`, then reads tensor `arg`
+                stream = torch.npu.Stream()
+                held[name].wait(stream)
+                with torch.npu.stream(stream):
+                    copy = held[arg].clone()
+                stream.synchronize()
+                reply = copy.cpu().tolist()
+            elif op == "query":
+                reply = held[name].query()
             elif op == "collect":
                 torch.npu.ipc_collect()
                 reply = None

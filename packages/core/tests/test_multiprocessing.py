@@ -156,6 +156,36 @@ def test_a_process_started_with_an_npu_tensor_shares_it():
     assert torch.npu.memory_allocated() == before
 
 
+def test_an_interprocess_event_orders_the_receivers_stream(worker):
+    x = torch.zeros(4, device="npu")
+    event = torch.npu.Event(interprocess=True)
+    worker("hold", "x", x)
+    assert worker("hold", "event", event) == ("Event", "npu")
+    stream = torch.npu.Stream()
+    with torch.npu.stream(stream):
+        torch.npu._sleep(200 * torch.npu._cycles_per_ms())  # the fill runs well after the wait began
+        x.fill_(5.0)
+        event.record()
+    assert worker("wait_read", "event", "x") == [5.0] * 4
+    assert worker("query", "event") is True
+    worker("release", "x")
+    worker("release", "event")
+
+
+def test_interprocess_event_misuse_fails_clearly():
+    with pytest.raises(ValueError, match="cannot time"):
+        torch.npu.Event(interprocess=True, enable_timing=True)
+    with pytest.raises(RuntimeError, match="interprocess=True"):
+        torch.npu.Event().ipc_handle()
+    event = torch.npu.Event(interprocess=True)
+    opened = torch.npu.Event.from_ipc_handle(0, event.ipc_handle())  # this process may open it too
+    with pytest.raises(RuntimeError, match="cannot be recorded"):
+        opened.record()
+    event.record()
+    opened.synchronize()
+    assert opened.query() and event.query()
+
+
 def test_a_receiver_that_dies_releases_the_memory():
     torch.npu.ipc_collect()
     before = torch.npu.memory_allocated()

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstring>
+
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -15,6 +17,7 @@
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGuardImpl.h"
+#include "npu/NPUStream.h"
 #include "npu/impl/AclInterface.h"
 
 namespace py = pybind11;
@@ -183,12 +186,89 @@ py::object imported_key(const at::Tensor& tensor) {
   return py::make_tuple(py::bytes(imported->key), imported->offset);
 }
 
+// ---- interprocess events (torch.npu.Event(interprocess=True)) ----
+
+const acl::AclApi& ipc_event_api(const char* what) {
+  const auto& api = acl::api();
+  TORCH_CHECK(api.aclrtIpcGetEventHandle != nullptr && api.aclrtIpcOpenEventHandle != nullptr, what,
+              " needs CANN's IPC event functions (aclrtIpcGetEventHandle, aclrtIpcOpenEventHandle), which CANN "
+              "has since 8.5.0; the loaded runtime (",
+              acl::backend_info().library, ", CANN ", acl::backend_info().cann_version, ") does not have them");
+  return api;
+}
+
+aclrtEvent as_event(uintptr_t event) {
+  return reinterpret_cast<aclrtEvent>(event);
+}
+
+uintptr_t create_ipc_event(c10::DeviceIndex device) {
+  ipc_event_api("An interprocess npu event");
+  check_device_index(device);
+  const NPUGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  ensure_device_context(device);
+  aclrtEvent event = nullptr;
+  NPU_CHECK(acl::api().aclrtCreateEventWithFlag(&event, ACL_EVENT_IPC));
+  return reinterpret_cast<uintptr_t>(event);
+}
+
+py::bytes ipc_event_handle(uintptr_t event) {
+  const auto& api = ipc_event_api("Event.ipc_handle()");
+  aclrtIpcEventHandle handle{};
+  NPU_CHECK(api.aclrtIpcGetEventHandle(as_event(event), &handle));
+  return py::bytes(handle.reserved, sizeof(handle.reserved));
+}
+
+uintptr_t open_ipc_event(c10::DeviceIndex device, const std::string& bytes) {
+  const auto& api = ipc_event_api("Event.from_ipc_handle()");
+  check_device_index(device);
+  TORCH_CHECK(bytes.size() == ACL_IPC_EVENT_HANDLE_SIZE, "Event.from_ipc_handle: a handle has ",
+              ACL_IPC_EVENT_HANDLE_SIZE, " bytes, got ", bytes.size());
+  aclrtIpcEventHandle handle{};
+  std::memcpy(handle.reserved, bytes.data(), sizeof(handle.reserved));
+  const NPUGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  ensure_device_context(device);
+  aclrtEvent event = nullptr;
+  NPU_CHECK(api.aclrtIpcOpenEventHandle(handle, &event));
+  return reinterpret_cast<uintptr_t>(event);
+}
+
+NPUStream stream_of(int64_t stream_id, c10::DeviceIndex device) {
+  check_device_index(device);
+  return NPUStream::unpack3(stream_id, device, c10::DeviceType::PrivateUse1);
+}
+
 } // namespace
 
 void bind_ipc(py::module_& m) {
   m.def("_npu_ipc_share_storage", &share_storage);
   m.def("_npu_ipc_open_storage", &open_storage);
   m.def("_npu_ipc_imported_key", &imported_key);
+  // Interprocess events: raw runtime handles, owned by torch.npu.Event.
+  m.def("_npu_ipc_event_create", &create_ipc_event);
+  m.def("_npu_ipc_event_handle", &ipc_event_handle);
+  m.def("_npu_ipc_event_open", &open_ipc_event);
+  m.def("_npu_ipc_event_record", [](uintptr_t event, int64_t stream_id, c10::DeviceIndex device) {
+    const NPUStream stream = stream_of(stream_id, device);
+    const NPUGuard guard(stream.device());
+    ensure_device_context(device);
+    NPU_CHECK(acl::api().aclrtRecordEvent(as_event(event), stream.stream()));
+  });
+  m.def("_npu_ipc_event_wait", [](uintptr_t event, int64_t stream_id, c10::DeviceIndex device) {
+    const NPUStream stream = stream_of(stream_id, device);
+    const NPUGuard guard(stream.device());
+    ensure_device_context(device);
+    NPU_CHECK(acl::api().aclrtStreamWaitEvent(stream.stream(), as_event(event)));
+  });
+  m.def("_npu_ipc_event_query", [](uintptr_t event) {
+    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    NPU_CHECK(acl::api().aclrtQueryEventStatus(as_event(event), &status));
+    return status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
+  });
+  m.def(
+      "_npu_ipc_event_synchronize",
+      [](uintptr_t event) { NPU_CHECK(acl::api().aclrtSynchronizeEvent(as_event(event))); },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_npu_ipc_event_destroy", [](uintptr_t event) { NPU_WARN_IF_ERROR(acl::api().aclrtDestroyEvent(as_event(event))); });
   m.def("_npu_ipc_close", [](const std::string& key) {
     const auto& api = ipc_api("Releasing a shared npu tensor");
     NPU_CHECK(api.aclrtIpcMemClose(key.c_str()));

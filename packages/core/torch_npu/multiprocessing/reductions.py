@@ -30,6 +30,10 @@ drops its reference (and revokes the key) at its next send or
 in multiprocessing's resource sharer, so its block stays alive until the
 sender exits: the same leak CUDA's counting has.
 
+Interprocess events (``torch.npu.Event(interprocess=True)``) pass their
+handle (CANN's ``aclrtIpcGetEventHandle``); the receiver opens it and can
+wait for what the sender records on it, not record it itself.
+
 Each send of a storage of this process is a separate export. A receiver
 maps each key once and gives the storage it made for a key again when the
 key arrives again (as CUDA caches received handles); a storage sent twice
@@ -242,10 +246,23 @@ def _with_npu(torch_reducer: Any, npu_reducer: Any, device_of: Any = lambda obj:
     return reduce
 
 
+def _rebuild_npu_event(device: int, handle: bytes) -> Any:
+    return torch.npu.Event.from_ipc_handle(device, handle)
+
+
+def _reduce_npu_event(event: Any) -> tuple[Any, ...]:
+    # Event.ipc_handle() says what is wrong with an event that is not
+    # interprocess.
+    return (_rebuild_npu_event, (event._ipc_device, event.ipc_handle()))
+
+
 def init_reductions() -> None:
     """Makes :mod:`torch.multiprocessing` share npu tensors and storages
     (Note [npu tensors between processes]); other devices keep torch's
     reductions. Importing torch_npu calls this."""
+    from ..npu.streams import Event
+
+    reduction.register(Event, _reduce_npu_event)
     tensor_types = {torch.Tensor, Parameter, *torch._tensor_classes}
     for t in tensor_types:
         reduction.register(t, _with_npu(_torch_reductions.reduce_tensor, _reduce_npu_tensor))
