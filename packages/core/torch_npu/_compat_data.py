@@ -62,5 +62,7 @@ CANN_FEATURES = {
     'virtual_memory': ('8.0.0', 'virtual memory management (aclrtReserveMemAddress, aclrtMallocPhysical, aclrtMapMem and related functions)', 'expandable segments of the caching allocator'),
     'cann_version_query': ('8.1.RC1', 'querying the installed CANN version (aclsysGetCANNVersion)', 'torch.npu version reporting and feature checks on real CANN'),
     'model_capture': ('8.1.RC1', 'capturing stream work into a model and replaying it (aclmdlRICaptureBegin, aclmdlRICaptureEnd, aclmdlRIExecuteAsync)', 'torch.npu.NPUGraph (torch-npu-graph)'),
+    'ipc_memory': ('8.3.RC1', 'sharing device memory between processes (aclrtIpcMemGetExportKey, aclrtIpcMemImportByKey, aclrtIpcMemSetImportPid, aclrtIpcMemClose)', 'npu tensors passed between processes by torch.multiprocessing'),
+    'ipc_event': ('8.5.0', 'events shared between processes (aclrtIpcGetEventHandle, aclrtIpcOpenEventHandle)', 'waiting in one process for work another process queued'),
     'pinned_memory_expandable_segments': ('8.5.0', 'expandable segments for pinned host memory (host physical memory mapped into a reserved range)', 'pin_memory_expandable_segments of the pinned-memory allocator'),
 }

@@ -119,7 +119,20 @@
     (modelRI, stream))                                                         \
   X(aclError, aclmdlRIDestroy, (aclmdlRI modelRI), (modelRI))                  \
   X(aclError, aclmdlRIDebugJsonPrint,                                          \
-    (aclmdlRI modelRI, const char* path, uint32_t flags), (modelRI, path, flags))
+    (aclmdlRI modelRI, const char* path, uint32_t flags), (modelRI, path, flags)) \
+  X(aclError, aclrtIpcMemGetExportKey,                                         \
+    (void* devPtr, size_t size, char* key, size_t len, uint64_t flags),        \
+    (devPtr, size, key, len, flags))                                           \
+  X(aclError, aclrtIpcMemImportByKey,                                          \
+    (void** devPtr, const char* key, uint64_t flags), (devPtr, key, flags))    \
+  X(aclError, aclrtIpcMemSetImportPid,                                         \
+    (const char* key, int32_t* pid, size_t num), (key, pid, num))              \
+  X(aclError, aclrtIpcMemClose, (const char* key), (key))                      \
+  X(aclError, aclrtDeviceGetBareTgid, (int32_t * pid), (pid))                 \
+  X(aclError, aclrtIpcGetEventHandle,                                          \
+    (aclrtEvent event, aclrtIpcEventHandle * handle), (event, handle))         \
+  X(aclError, aclrtIpcOpenEventHandle,                                         \
+    (aclrtIpcEventHandle handle, aclrtEvent * event), (handle, event))
 
 #ifdef __cplusplus
 extern "C" {

@@ -58,6 +58,19 @@ typedef void (*aclrtCallback)(void* userData);
 #define ACL_EVENT_EXTERNAL 0x00000020U
 #define ACL_EVENT_IPC 0x00000040U
 
+// ---- IPC events and memory ------------------------------------------------
+#define ACL_IPC_EVENT_HANDLE_SIZE 64U
+typedef struct aclrtIpcEventHandle {
+  char reserved[ACL_IPC_EVENT_HANDLE_SIZE];
+} aclrtIpcEventHandle;
+
+#define ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT 0x0UL
+#define ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x1UL
+#define ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT 0x0UL
+#define ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x1UL
+// The key buffer CANN documents for aclrtIpcMemGetExportKey (`len` is 65).
+#define ACL_IPC_MEM_KEY_LEN 65
+
 #define ACL_STREAM_FAST_LAUNCH 0x00000001U
 #define ACL_STREAM_FAST_SYNC 0x00000002U
 

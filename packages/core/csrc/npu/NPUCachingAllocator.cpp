@@ -682,6 +682,30 @@ class DeviceCachingAllocator {
     return it != allocated_blocks_.end() && it->second->stream == stream;
   }
 
+  // getBaseAllocation (NPUCachingAllocator.h); null if this device did not
+  // allocate `ptr`.
+  void* base_allocation(void* ptr, size_t* size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = allocated_blocks_.find(ptr);
+    if (it == allocated_blocks_.end()) {
+      return nullptr;
+    }
+    const Block* block = it->second;
+    if (block->expandable != nullptr) {
+      *size = block->size;
+      return block->ptr;
+    }
+    while (block->prev != nullptr) {
+      block = block->prev;
+    }
+    size_t total = 0;
+    for (const Block* b = block; b != nullptr; b = b->next) {
+      total += b->size;
+    }
+    *size = total;
+    return block->ptr;
+  }
+
   // Gives the cached memory back to the device: of every pool not in use
   // by a capture, graph or MemPool (id {0, 0}), or of private pool `id`.
   void empty_cache(c10::MempoolId_t id = {0, 0}) {
@@ -2107,6 +2131,13 @@ void eraseStream(const c10::DataPtr& ptr, NPUStream stream) {
 
 bool isAllocatedOn(const c10::DataPtr& ptr, NPUStream stream) {
   return g_allocator->allocated_on(ptr, stream);
+}
+
+void* getBaseAllocation(const c10::DataPtr& ptr, size_t* size) {
+  if (get() != g_allocator || ptr.device().type() != c10::DeviceType::PrivateUse1 || ptr.get() == nullptr) {
+    return nullptr;
+  }
+  return g_allocator->for_device(ptr.device().index()).base_allocation(ptr.get(), size);
 }
 
 void* allocate_device_work_memory(c10::DeviceIndex device, size_t nbytes) {

@@ -140,6 +140,14 @@ TORCH_NPU_API void eraseStream(const c10::DataPtr& ptr, NPUStream stream);
 // on `stream` after an event wait is ordered after what the event covers
 // (what lets a collective's Work.wait() erase its stream's use).
 TORCH_NPU_API bool isAllocatedOn(const c10::DataPtr& ptr, NPUStream stream);
+// The memory through which a process shares the live block at `ptr` with
+// other processes (torch.multiprocessing, Note [npu tensors between
+// processes], torch_npu/multiprocessing/reductions.py): the whole fixed
+// segment holding it, as CUDA's allocator shares a block's segment, or the
+// block alone in an expandable segment (whose range may be mostly
+// unmapped). Null, with `size` untouched, if `ptr` is not a live block of
+// the caching allocator (a pluggable allocator's memory).
+TORCH_NPU_API void* getBaseAllocation(const c10::DataPtr& ptr, size_t* size);
 
 // Device memory for device work to allocate while it runs: the temporaries
 // and results of a CPU kernel running as device work (the ops package), so

@@ -15,6 +15,7 @@
 #include "python/Activity.h"
 #include "python/ActivityHostOps.h"
 #include "python/Graphs.h"
+#include "python/Ipc.h"
 #include "python/MemorySnapshot.h"
 #include "python/Mstx.h"
 #include "python/Memory.h"
@@ -281,6 +282,7 @@ PYBIND11_MODULE(_C, m) {
   c10_npu::python::bind_graphs(m);
   c10_npu::python::bind_memory_snapshot(m);
   c10_npu::python::bind_memory(m);
+  c10_npu::python::bind_ipc(m);
   c10_npu::python::bind_race_check(m);
   // Note [Device work items run many times], tested: every launch runs its
   // item this many times (1: normal).

@@ -205,6 +205,41 @@ NPU_SIM_EXPORT aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp* p
                  [&] { return impl::memGetAllocationGranularity(prop, option, granularity); });
 }
 
+// ---- IPC memory ----
+
+NPU_SIM_EXPORT aclError aclrtIpcMemGetExportKey(void* devPtr, size_t size, char* key, size_t len,
+                                                uint64_t flags) {
+  return guarded("aclrtIpcMemGetExportKey",
+                 [&] { return impl::ipcMemGetExportKey(devPtr, size, key, len, flags); });
+}
+
+NPU_SIM_EXPORT aclError aclrtIpcMemImportByKey(void** devPtr, const char* key, uint64_t flags) {
+  return guarded("aclrtIpcMemImportByKey",
+                 [&] { return impl::ipcMemImportByKey(devPtr, key, flags); });
+}
+
+NPU_SIM_EXPORT aclError aclrtIpcMemSetImportPid(const char* key, int32_t* pid, size_t num) {
+  return guarded("aclrtIpcMemSetImportPid",
+                 [&] { return impl::ipcMemSetImportPid(key, pid, num); });
+}
+
+NPU_SIM_EXPORT aclError aclrtIpcMemClose(const char* key) {
+  return guarded("aclrtIpcMemClose", [&] { return impl::ipcMemClose(key); });
+}
+
+NPU_SIM_EXPORT aclError aclrtDeviceGetBareTgid(int32_t* pid) {
+  return guarded("aclrtDeviceGetBareTgid", [&] { return impl::deviceGetBareTgid(pid); });
+}
+
+NPU_SIM_EXPORT aclError aclrtIpcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle* handle) {
+  return guarded("aclrtIpcGetEventHandle", [&] { return impl::ipcGetEventHandle(event, handle); });
+}
+
+NPU_SIM_EXPORT aclError aclrtIpcOpenEventHandle(aclrtIpcEventHandle handle, aclrtEvent* event) {
+  return guarded("aclrtIpcOpenEventHandle",
+                 [&] { return impl::ipcOpenEventHandle(handle, event); });
+}
+
 // ---- streams ----
 
 NPU_SIM_EXPORT aclError aclrtCreateStream(aclrtStream* stream) {

@@ -2,6 +2,7 @@
 // sim_ext_api.cpp), grouped by subject:
 //   device_api.cpp  init, devices, versions, device info
 //   memory_api.cpp  device/host allocation, memory info, pointer attributes, VMM
+//   ipc_api.cpp     device memory shared between processes (aclrtIpcMem*)
 //   transfer.cpp    memcpy and memset, synchronous and on streams
 //   stream_api.cpp  streams, events, launched work
 // Each returns an aclError and sets the recent error message on failure.
@@ -49,6 +50,15 @@ aclError unmapMem(void* virPtr);
 aclError memGetAllocationGranularity(aclrtPhysicalMemProp* prop,
                                      aclrtMemGranularityOptions option, size_t* granularity);
 aclError getHostAccessOffset(intptr_t* offset);
+
+// ---- ipc_api.cpp ----
+aclError ipcMemGetExportKey(void* devPtr, size_t size, char* key, size_t len, uint64_t flags);
+aclError ipcMemImportByKey(void** devPtr, const char* key, uint64_t flags);
+aclError ipcMemSetImportPid(const char* key, int32_t* pid, size_t num);
+aclError ipcMemClose(const char* key);
+aclError deviceGetBareTgid(int32_t* pid);
+aclError ipcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle* handle);
+aclError ipcOpenEventHandle(const aclrtIpcEventHandle& handle, aclrtEvent* event);
 
 // ---- transfer.cpp ----
 aclError memcpySync(void* dst, size_t destMax, const void* src, size_t count,

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "errors.h"
+#include "ipc_memory.h"
 #include "race_detector.h"
 #include "util.h"
 
@@ -78,12 +79,58 @@ bool DeviceMemory::mapAnonymousHeap() {
   return true;
 }
 
-void DeviceMemory::releaseHeapPages(uint64_t offset, uint64_t size) const {
-  if (heap_anonymous_) {
-    madvise(reinterpret_cast<void*>(heap_base_ + offset), size, MADV_DONTNEED);
-  } else {
-    punchHole(offset, size);
+void DeviceMemory::releaseHeapPages(uint64_t offset, uint64_t size, bool shared) const {
+  void* at = reinterpret_cast<void*>(heap_base_ + offset);
+  if (heap_anonymous_ && !shared) {
+    madvise(at, size, MADV_DONTNEED);
+    return;
   }
+  if (heap_anonymous_) {
+    // An exported allocation goes back to anonymous memory like the rest
+    // of the heap. Should the kernel refuse, the memfd mapping stays: the
+    // range works all the same, only without huge pages.
+    void* p = mmap(at, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) {
+      madvise(p, size, MADV_HUGEPAGE);
+      madvise(p, size, MADV_DONTFORK);
+    }
+  }
+  punchHole(offset, size);
+}
+
+aclError DeviceMemory::shareHeapPages(uint64_t offset, uint64_t size) {
+  // Nothing runs on the device meanwhile (the caller drained it), so the
+  // copy sees the final contents. The copy goes to the memfd pages of the
+  // same offset, which the range allocator reserved for this allocation.
+  const char* from = reinterpret_cast<const char*>(heap_base_ + offset);
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = pwrite(fd_, from + done, size - done, static_cast<off_t>(offset + done));
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      const int err = n < 0 ? errno : ENOSPC;
+      punchHole(offset, size);
+      return fail(ACL_ERROR_RT_MEMORY_ALLOCATION,
+                  "aclrtIpcMemGetExportKey: could not move %s of device %u to shareable "
+                  "memory: %s",
+                  formatBytes(size).c_str(), device_, std::strerror(err));
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  void* at = reinterpret_cast<void*>(heap_base_ + offset);
+  if (mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
+           static_cast<off_t>(offset)) == MAP_FAILED) {
+    const int err = errno;
+    punchHole(offset, size);
+    return fail(ACL_ERROR_RT_MEMORY_ALLOCATION,
+                "aclrtIpcMemGetExportKey: could not map shareable memory of device %u: %s",
+                device_, std::strerror(err));
+  }
+  madvise(at, size, MADV_DONTFORK); // as the rest of the heap
+  return ACL_SUCCESS;
 }
 
 // ---------------------------------------------------------------------------
@@ -170,7 +217,10 @@ aclError DeviceMemory::free(void* ptr) {
     race::memoryFreed(p, allocation.rounded);
   }
   const uint64_t offset = p - heap_base_;
-  releaseHeapPages(offset, allocation.rounded);
+  if (allocation.shared) {
+    ipc::revokeExports(fd_, offset, allocation.rounded);
+  }
+  releaseHeapPages(offset, allocation.rounded, allocation.shared);
   std::unique_lock lock(mutex_);
   physical_.release(offset, allocation.rounded);
   used_ -= allocation.rounded;
@@ -347,6 +397,12 @@ aclError DeviceMemory::release(void* virPtr) {
                 "aclrtReleaseMemAddress: %p is not the start of a reservation of device %u",
                 virPtr, device_);
   }
+  if (it->second.imported) {
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "aclrtReleaseMemAddress: %p is IPC memory imported with "
+                "aclrtIpcMemImportByKey; release it with aclrtIpcMemClose",
+                virPtr);
+  }
   if (!it->second.mappings.empty()) {
     return fail(ACL_ERROR_INVALID_PARAM,
                 "aclrtReleaseMemAddress: the reservation at %p still has %zu mapping(s); "
@@ -378,11 +434,12 @@ aclError DeviceMemory::map(void* virPtr, size_t size, size_t offset, PhysicalHan
   std::unique_lock lock(mutex_);
   uintptr_t start = 0;
   auto* r = const_cast<Reservation*>(findReservation(p, &start));
-  if (r == nullptr || size > start + r->size - p) {
+  if (r == nullptr || r->imported || size > start + r->size - p) {
     return fail(ACL_ERROR_INVALID_PARAM,
                 "aclrtMapMem: [%p, +%s) is not inside one reservation of device %u "
-                "(aclrtReserveMemAddress)",
-                virPtr, formatBytes(size).c_str(), device_);
+                "(aclrtReserveMemAddress)%s",
+                virPtr, formatBytes(size).c_str(), device_,
+                r != nullptr && r->imported ? "; it is imported IPC memory" : "");
   }
   auto next = r->mappings.lower_bound(p);
   const bool overlaps_next = next != r->mappings.end() && next->first < p + size;
@@ -397,7 +454,7 @@ aclError DeviceMemory::map(void* virPtr, size_t size, size_t offset, PhysicalHan
   if (!mapDeviceRange(layout_, p, size, pinned.fd, pinned.offset + offset, &error)) {
     return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMapMem: %s", error.c_str());
   }
-  r->mappings.emplace(p, Mapping{size, handle, pinned.device});
+  r->mappings.emplace(p, Mapping{size, handle, pinned.device, offset});
   return ACL_SUCCESS;
 }
 
@@ -410,6 +467,12 @@ aclError DeviceMemory::unmap(void* virPtr, PhysicalHandle** handle, uint32_t* ow
     return fail(ACL_ERROR_INVALID_PARAM,
                 "aclrtUnmapMem: %p is not the start of a mapping (aclrtMapMem) on device %u",
                 virPtr, device_);
+  }
+  if (r->imported) {
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "aclrtUnmapMem: %p is IPC memory imported with aclrtIpcMemImportByKey; "
+                "release it with aclrtIpcMemClose",
+                virPtr);
   }
   auto it = r->mappings.find(p);
   std::string error;
@@ -462,6 +525,7 @@ aclError DeviceMemory::freePhysical(PhysicalHandle* handle) {
     }
     handles_.erase(handle);
   }
+  ipc::revokeExports(fd_, handle->offset, handle->size);
   punchHole(handle->offset, handle->size);
   std::unique_lock lock(mutex_);
   physical_.release(handle->offset, handle->size);
@@ -488,6 +552,145 @@ bool DeviceMemory::pinHandle(PhysicalHandle* handle, PhysicalHandle* copy) {
 void DeviceMemory::unpinHandle(PhysicalHandle* handle) {
   std::unique_lock lock(mutex_);
   --handle->map_count;
+}
+
+// ---------------------------------------------------------------------------
+// IPC (Note [IPC memory], ipc_memory.h)
+
+const std::pair<const uintptr_t, DeviceMemory::HeapAllocation>* DeviceMemory::findHeapAllocation(
+    uintptr_t p) const {
+  auto it = heap_.upper_bound(p);
+  if (it == heap_.begin()) {
+    return nullptr;
+  }
+  --it;
+  return p - it->first < it->second.size ? &*it : nullptr;
+}
+
+bool DeviceMemory::exportNeedsSharedPages(uintptr_t p) const {
+  if (!heap_anonymous_ || p >= vmm_base_) {
+    return false;
+  }
+  std::shared_lock lock(mutex_);
+  const auto* allocation = findHeapAllocation(p);
+  return allocation != nullptr && !allocation->second.shared;
+}
+
+aclError DeviceMemory::exportPieces(uintptr_t p, uint64_t size, std::vector<SharedPiece>* pieces,
+                                    uint64_t* lead) {
+  std::string why;
+  if (!checkRange(p, size, &why)) {
+    return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcMemGetExportKey: %s", why.c_str());
+  }
+  const uintptr_t first_page = p & ~(kPageSize - 1);
+  const uintptr_t end = p + size;
+  *lead = p - first_page;
+  pieces->clear();
+  std::unique_lock lock(mutex_);
+  if (p < vmm_base_) {
+    auto* allocation = const_cast<std::pair<const uintptr_t, HeapAllocation>*>(
+        findHeapAllocation(p));
+    if (allocation == nullptr) { // freed since checkRange
+      return fail(ACL_ERROR_INVALID_PARAM,
+                  "aclrtIpcMemGetExportKey: 0x%lx is not inside a live allocation of device %u",
+                  static_cast<unsigned long>(p), device_);
+    }
+    const uint64_t alloc_offset = allocation->first - heap_base_;
+    if (heap_anonymous_ && !allocation->second.shared) {
+      if (aclError err = shareHeapPages(alloc_offset, allocation->second.rounded);
+          err != ACL_SUCCESS) {
+        return err;
+      }
+      allocation->second.shared = true;
+    }
+    // Allocations start on a page and own whole pages: the pieces never
+    // reach a neighbour.
+    uint64_t bytes = 0;
+    roundUp(end - first_page, kPageSize, &bytes);
+    pieces->push_back(SharedPiece{fd_, first_page - heap_base_, bytes});
+    return ACL_SUCCESS;
+  }
+  // Virtual memory: the mappings covering the range (checkRange found them
+  // contiguous), each a piece of its physical handle's memfd.
+  uintptr_t start = 0;
+  const Reservation* r = findReservation(p, &start);
+  if (r == nullptr || r->imported) {
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "aclrtIpcMemGetExportKey: 0x%lx is %s", static_cast<unsigned long>(p),
+                r == nullptr ? "not mapped any more"
+                             : "IPC memory imported from another process; export the "
+                               "original in its own process");
+  }
+  auto it = std::prev(r->mappings.upper_bound(p));
+  for (uintptr_t cursor = first_page; cursor < end; ++it) {
+    const uint64_t into = cursor - it->first;
+    const uint64_t mapped_end = it->first + it->second.size;
+    uint64_t bytes = 0;
+    roundUp(std::min<uint64_t>(end, mapped_end) - cursor, kPageSize, &bytes);
+    const PhysicalHandle* handle = it->second.handle;
+    pieces->push_back(
+        SharedPiece{handle->fd, handle->offset + it->second.handle_offset + into, bytes});
+    cursor = mapped_end;
+  }
+  return ACL_SUCCESS;
+}
+
+aclError DeviceMemory::mapShared(const std::vector<SharedPiece>& pieces, uintptr_t* base) {
+  uint64_t total = 0;
+  for (const SharedPiece& piece : pieces) {
+    total += piece.size;
+  }
+  uint64_t reserved = 0;
+  if (total == 0 || !roundUp(total, kVmmGranularity, &reserved)) {
+    return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcMemImportByKey: the key shares no memory");
+  }
+  std::unique_lock lock(mutex_);
+  auto got = virtual_.allocate(reserved, kVmmGranularity);
+  if (!got) {
+    return fail(ACL_ERROR_RT_MEMORY_ALLOCATION,
+                "aclrtIpcMemImportByKey: out of virtual address space on device %u: tried to "
+                "map %s (largest free range %s)",
+                device_, formatBytes(total).c_str(), formatBytes(virtual_.largestFree()).c_str());
+  }
+  Reservation reservation{reserved, {}, true};
+  uintptr_t cursor = *got;
+  for (const SharedPiece& piece : pieces) {
+    std::string error;
+    if (!mapDeviceRange(layout_, cursor, piece.size, piece.fd, piece.offset, &error)) {
+      for (const auto& [at, mapping] : reservation.mappings) {
+        unmapDeviceRange(layout_, at, mapping.size, &error);
+      }
+      virtual_.release(*got, reserved);
+      return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtIpcMemImportByKey: %s", error.c_str());
+    }
+    reservation.mappings.emplace(cursor, Mapping{piece.size, nullptr, device_, 0});
+    cursor += piece.size;
+  }
+  reservations_.emplace(*got, std::move(reservation));
+  *base = *got;
+  return ACL_SUCCESS;
+}
+
+aclError DeviceMemory::unmapShared(uintptr_t base) {
+  std::unique_lock lock(mutex_);
+  auto it = reservations_.find(base);
+  if (it == reservations_.end() || !it->second.imported) {
+    return fail(ACL_ERROR_RT_INTERNAL_ERROR,
+                "aclrtIpcMemClose: the imported memory at 0x%lx is gone",
+                static_cast<unsigned long>(base));
+  }
+  std::string error;
+  for (const auto& [at, mapping] : it->second.mappings) {
+    if (race::enabled()) {
+      race::memoryFreed(at, mapping.size);
+    }
+    if (!unmapDeviceRange(layout_, at, mapping.size, &error)) {
+      return fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtIpcMemClose: %s", error.c_str());
+    }
+  }
+  virtual_.release(it->first, it->second.size);
+  reservations_.erase(it);
+  return ACL_SUCCESS;
 }
 
 } // namespace npu_sim

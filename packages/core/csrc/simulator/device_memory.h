@@ -16,6 +16,8 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "acl_types.h"
 #include "address_space.h"
@@ -30,6 +32,14 @@ struct PhysicalHandle {
   uint64_t size = 0;
   uint32_t map_count = 0; // guarded by the owner's lock
   int fd = -1;
+};
+
+// A page range of a device's memfd that IPC shares (Note [IPC memory],
+// ipc_memory.h): what an export lists and an import maps.
+struct SharedPiece {
+  int fd = -1;          // the memfd, a descriptor of the process holding it
+  uint64_t offset = 0;  // in the memfd, page aligned
+  uint64_t size = 0;    // page multiple
 };
 
 // Where a device address lives, for aclrtPointerGetAttributes.
@@ -75,6 +85,23 @@ class DeviceMemory {
   void unpinHandle(PhysicalHandle* handle);
   bool ownsHandle(const PhysicalHandle* handle) const;
 
+  // ---- IPC (Note [IPC memory], ipc_memory.h) ----
+  // True when [p, p + size) lies in an aclrtMalloc allocation whose pages
+  // are still private anonymous memory, so exporting it first moves them
+  // to the memfd (shareHeapPages); the caller drains the device before.
+  bool exportNeedsSharedPages(uintptr_t p) const;
+  // The memfd pieces behind the pages of [p, p + size), in address order;
+  // `lead` is p's offset in the first page. Moves an aclrtMalloc
+  // allocation's pages to the memfd first (once; they stay there until it
+  // is freed).
+  aclError exportPieces(uintptr_t p, uint64_t size, std::vector<SharedPiece>* pieces,
+                        uint64_t* lead);
+  // Maps `pieces` (descriptors of this process) one after the other in a
+  // new reservation of this device's VMM window; aclrtUnmapMem and
+  // aclrtReleaseMemAddress refuse it, unmapShared undoes it.
+  aclError mapShared(const std::vector<SharedPiece>& pieces, uintptr_t* base);
+  aclError unmapShared(uintptr_t base);
+
   uint32_t device() const {
     return device_;
   }
@@ -83,15 +110,20 @@ class DeviceMemory {
   struct HeapAllocation {
     uint64_t size;    // requested
     uint64_t rounded; // pages taken from the memfd
+    // Exported through IPC: its pages are mapped from the memfd even when
+    // the rest of the heap is anonymous memory.
+    bool shared = false;
   };
   struct Mapping {
     uint64_t size;
-    PhysicalHandle* handle;
-    uint32_t owner; // device of the physical memory
+    PhysicalHandle* handle; // null in an imported (IPC) reservation
+    uint32_t owner;         // device of the physical memory
+    uint64_t handle_offset = 0; // aclrtMapMem's offset into the handle
   };
   struct Reservation {
     uint64_t size;
     std::map<uintptr_t, Mapping> mappings;
+    bool imported = false; // made by mapShared
   };
 
   // Physical ranges; the caller holds mutex_ exclusively.
@@ -101,7 +133,12 @@ class DeviceMemory {
   // the kernel refuses, leaving the memfd mapping to be used.
   bool mapAnonymousHeap();
   // Returns freed aclrtMalloc pages to the host.
-  void releaseHeapPages(uint64_t offset, uint64_t size) const;
+  void releaseHeapPages(uint64_t offset, uint64_t size, bool shared) const;
+  // Moves an anonymous heap range's pages to the memfd (copying them) and
+  // maps the memfd there instead; the caller holds mutex_ exclusively.
+  aclError shareHeapPages(uint64_t offset, uint64_t size);
+  // Finds the heap allocation containing p; the caller holds mutex_.
+  const std::pair<const uintptr_t, HeapAllocation>* findHeapAllocation(uintptr_t p) const;
   aclError outOfMemory(const char* api, uint64_t size) const;
   const Reservation* findReservation(uintptr_t p, uintptr_t* start) const;
 

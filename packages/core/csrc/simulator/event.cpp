@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "ipc_event.h"
 #include "runtime.h"
 #include "stream.h"
 #include "util.h"
@@ -11,6 +12,38 @@ namespace npu_sim {
 
 Event* Event::create(uint32_t flags) {
   return new Event(flags);
+}
+
+Event* Event::opened(IpcEventState* state) {
+  auto* event = new Event(ACL_EVENT_IPC);
+  event->ipc_ = state;
+  event->opened_ = true;
+  return event;
+}
+
+Event::~Event() {
+  delete ipc_;
+}
+
+aclError Event::exportState(std::string* handle) {
+  std::lock_guard lock(mutex_);
+  if (ipc_ == nullptr) {
+    if (aclError err = IpcEventState::create(&ipc_, &ipc_handle_); err != ACL_SUCCESS) {
+      return err;
+    }
+    publishLocked();
+  }
+  *handle = ipc_handle_;
+  return ACL_SUCCESS;
+}
+
+void Event::publishLocked() {
+  if (ipc_ == nullptr || opened_) {
+    return;
+  }
+  const uint64_t first_pending =
+      pending_.empty() ? latest_ + 1 : *std::min_element(pending_.begin(), pending_.end());
+  ipc_->publish(latest_, first_pending);
 }
 
 Event* Event::fromHandle(aclrtEvent handle) {
@@ -69,6 +102,7 @@ uint64_t Event::beginRecord() {
   const uint64_t generation = ++latest_;
   pending_.push_back(generation);
   pending_count_.store(static_cast<uint32_t>(pending_.size()), std::memory_order_release);
+  publishLocked();
   return generation;
 }
 
@@ -90,6 +124,7 @@ void Event::completeRecord(uint64_t generation, std::shared_ptr<WorkError> error
   // Release: a waiter that sees the new count also sees the work that ran
   // before this marker.
   pending_count_.store(static_cast<uint32_t>(pending_.size()), std::memory_order_release);
+  publishLocked();
   if (waiters_ > 0) {
     cv_.notify_all();
   }
@@ -101,11 +136,17 @@ bool Event::completeLocked(uint64_t generation) const {
 }
 
 uint64_t Event::latest() {
+  if (opened_) {
+    return ipc_->latest();
+  }
   std::lock_guard lock(mutex_);
   return latest_;
 }
 
 bool Event::isComplete(uint64_t generation) {
+  if (opened_) {
+    return ipc_->isComplete(generation);
+  }
   if (pending_count_.load(std::memory_order_acquire) == 0) {
     return true;
   }
@@ -114,6 +155,9 @@ bool Event::isComplete(uint64_t generation) {
 }
 
 bool Event::wait(uint64_t generation) {
+  if (opened_) {
+    return ipc_->wait(generation);
+  }
   // Spin while the pending set changes now and then; check it under the
   // lock only when it did.
   const int64_t deadline = nowNs() + kWaiterSpin.count();
@@ -150,6 +194,10 @@ std::shared_ptr<WorkError> Event::errorOf(uint64_t generation) {
 }
 
 Event::State Event::state() {
+  if (opened_) {
+    const uint64_t latest = ipc_->latest();
+    return State{latest, ipc_->isComplete(latest), 0, nullptr};
+  }
   std::lock_guard lock(mutex_);
   State s;
   s.latest = latest_;

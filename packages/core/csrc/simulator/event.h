@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,20 +34,35 @@
 
 namespace npu_sim {
 
+class IpcEventState;
 class Stream;
 
 class Event {
  public:
   static Event* create(uint32_t flags);
+  // An event of another process (aclrtIpcOpenEventHandle; Note [IPC
+  // events], ipc_event.h); takes `state` over.
+  static Event* opened(IpcEventState* state);
   // The event behind a handle, or null when it is not a live event.
   static Event* fromHandle(aclrtEvent handle);
 
   aclrtEvent handle() {
     return this;
   }
+  uint32_t flags() const {
+    return flags_;
+  }
   bool timing() const {
     return (flags_ & ACL_EVENT_TIME_LINE) != 0;
   }
+
+  // Opened from another process: waits only, no records.
+  bool isOpened() const {
+    return opened_;
+  }
+  // aclrtIpcGetEventHandle: starts publishing this event's progress (once)
+  // and returns the handle text.
+  aclError exportState(std::string* handle);
 
   void retain() {
     refs_.fetch_add(1, std::memory_order_relaxed);
@@ -102,7 +118,10 @@ class Event {
 
  private:
   explicit Event(uint32_t flags) : flags_(flags) {}
+  ~Event();
   bool completeLocked(uint64_t generation) const;
+  // Publishes latest_ and the first pending generation when exported.
+  void publishLocked();
 
   static constexpr uint32_t kMagic = 0x45564e54; // "EVNT"
   std::atomic<uint32_t> magic_{kMagic};
@@ -127,6 +146,10 @@ class Event {
   uint64_t recorder_generation_ = 0;
   uint64_t recorder_item_ = 0;
   void dropRecorderLocked();
+  // Note [IPC events]: the shared progress, of an exported or opened event.
+  IpcEventState* ipc_ = nullptr;
+  std::string ipc_handle_;
+  bool opened_ = false;
 };
 
 } // namespace npu_sim

@@ -314,6 +314,12 @@ aclError recordEvent(aclrtEvent event, aclrtStream stream) {
   if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
     return err;
   }
+  if (e->isOpened()) {
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "%s: the event was opened from another process (aclrtIpcOpenEventHandle); only "
+                "the process that created it records it, others wait for it",
+                api);
+  }
   if (Model* model = s->capture()) {
     model->appendRecord(s, e); // a generation at each replay (model.h)
     return ACL_SUCCESS;

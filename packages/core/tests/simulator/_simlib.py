@@ -39,6 +39,7 @@ PARAM_ERRORS = (ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID)
 
 ACL_EVENT_SYNC = 0x1
 ACL_EVENT_TIME_LINE = 0x8
+ACL_EVENT_IPC = 0x40
 
 ACL_EVENT_RECORDED_STATUS_NOT_READY = 0
 ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
@@ -48,6 +49,10 @@ ACL_STREAM_STATUS_NOT_READY = 1
 H2H, H2D, D2H, D2D, DEFAULT = 0, 1, 2, 3, 4
 
 ACL_HBM_MEM = 1
+
+ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT = 0
+ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION = 1
+IPC_KEY_LEN = 65
 ACL_MEM_LOCATION_TYPE_HOST = 0
 ACL_MEM_LOCATION_TYPE_DEVICE = 1
 ACL_MEM_LOCATION_TYPE_UNREGISTERED = 2
@@ -64,6 +69,10 @@ GRANULARITY = 2 * MiB
 
 class MemLocation(Structure):
     _fields_ = [("id", c_uint32), ("type", c_int)]
+
+
+class IpcEventHandle(Structure):
+    _fields_ = [("reserved", c_char * 64)]
 
 
 class PtrAttributes(Structure):
@@ -169,6 +178,13 @@ _SIGNATURES = {
     "aclrtUnmapMem": (c_int, [c_void_p]),
     "aclrtMemGetAllocationGranularity": (c_int, [POINTER(PhysicalMemProp), c_int, POINTER(c_size_t)]),
     "aclrtDeviceCanAccessPeer": (c_int, [POINTER(c_int32), c_int32, c_int32]),
+    "aclrtIpcMemGetExportKey": (c_int, [c_void_p, c_size_t, c_char_p, c_size_t, c_uint64]),
+    "aclrtIpcMemImportByKey": (c_int, [POINTER(c_void_p), c_char_p, c_uint64]),
+    "aclrtIpcMemSetImportPid": (c_int, [c_char_p, POINTER(c_int32), c_size_t]),
+    "aclrtIpcMemClose": (c_int, [c_char_p]),
+    "aclrtDeviceGetBareTgid": (c_int, [POINTER(c_int32)]),
+    "aclrtIpcGetEventHandle": (c_int, [c_void_p, POINTER(IpcEventHandle)]),
+    "aclrtIpcOpenEventHandle": (c_int, [IpcEventHandle, POINTER(c_void_p)]),
     "aclrtGetDeviceUtilizationRate": (c_int, [c_int32, POINTER(UtilizationInfo)]),
     "npuSimLaunchWork": (c_int, [c_void_p, POINTER(NpuSimWork), POINTER(c_uint64)]),
     "npuSimSetWorkError": (None, [c_char_p]),
@@ -302,6 +318,25 @@ class Sim:
 
     def free_host(self, p):
         self.check("aclrtFreeHost", self.lib.aclrtFreeHost(p))
+
+    # ---- IPC memory ----
+    def ipc_export(self, p, size, flags=ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION):
+        key = ctypes.create_string_buffer(IPC_KEY_LEN)
+        self.check("aclrtIpcMemGetExportKey",
+                   self.lib.aclrtIpcMemGetExportKey(p, size, key, IPC_KEY_LEN, flags))
+        return key.value
+
+    def ipc_import(self, key):
+        p = c_void_p()
+        self.check("aclrtIpcMemImportByKey", self.lib.aclrtIpcMemImportByKey(byref(p), key, 0))
+        return p.value
+
+    def ipc_allow(self, key, *pids):
+        arr = (c_int32 * len(pids))(*pids)
+        self.check("aclrtIpcMemSetImportPid", self.lib.aclrtIpcMemSetImportPid(key, arr, len(pids)))
+
+    def ipc_close(self, key):
+        self.check("aclrtIpcMemClose", self.lib.aclrtIpcMemClose(key))
 
     def attrs(self, p):
         a = PtrAttributes()

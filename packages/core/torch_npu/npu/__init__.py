@@ -132,6 +132,15 @@ def _lazy_init() -> None:
         _warn_if_unsupported_cann()
 
 
+def ipc_collect() -> None:
+    """Frees the npu memory this process shared with other processes through
+    :mod:`torch.multiprocessing` once they released it (as
+    :func:`torch.cuda.ipc_collect`; Note [npu tensors between processes])."""
+    from ..multiprocessing import ipc_collect as collect
+
+    collect()
+
+
 #: torch.npu.OutOfMemoryError: what an allocation beyond the device's memory
 #: raises (the same class as torch.OutOfMemoryError and
 #: torch.cuda.OutOfMemoryError, so ``except`` clauses written for either work).
@@ -214,6 +223,7 @@ __all__ = [
     "init",
     "initial_seed",
     "IntTensor",
+    "ipc_collect",
     "is_available",
     "is_bf16_supported",
     "is_cann_feature_available",

@@ -107,26 +107,83 @@ class Event(torch.Event):
     Args:
         enable_timing: whether ``elapsed_time`` can be used.
         blocking: accepted for torch.cuda compatibility.
-        interprocess: not supported yet.
+        interprocess: whether other processes may wait for it
+            (:meth:`ipc_handle`, :meth:`from_ipc_handle`; torch.multiprocessing
+            passes such events). It belongs to the current device, cannot
+            time, and only the process that created it records it
+            (Note [IPC events] of the simulator).
     """
 
     def __new__(
         cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
     ) -> "Event":
-        if interprocess:
-            raise NotImplementedError("Interprocess npu events are not supported yet.")
+        if interprocess and enable_timing:
+            raise ValueError(
+                "an interprocess npu event cannot time: create it with enable_timing=False "
+                "(as torch.cuda.Event)"
+            )
         event = super().__new__(
             cls, device=torch.device("npu"), enable_timing=enable_timing, blocking=blocking
         )
         event._enable_timing = enable_timing
         event._recorded = False
+        event._ipc = None  # the runtime handle of an interprocess event
+        event._ipc_opened = False
+        event._ipc_device = -1
+        if interprocess:
+            torch.npu._lazy_init()
+            event._ipc_device = _C._get_device()
+            event._ipc = _C._npu_ipc_event_create(event._ipc_device)
         return event
+
+    @classmethod
+    def from_ipc_handle(cls, device: _DeviceLike, handle: bytes) -> "Event":
+        """The interprocess event of another process that ``handle``
+        (its :meth:`ipc_handle`) names; it can be waited for, not recorded."""
+        torch.npu._lazy_init()
+        event = cls()
+        event._ipc_device = _get_device_index(device)
+        event._ipc = _C._npu_ipc_event_open(event._ipc_device, bytes(handle))
+        event._ipc_opened = True
+        event._recorded = True  # whatever its creator recorded
+        return event
+
+    def ipc_handle(self) -> bytes:
+        """The handle another process opens this event with
+        (:meth:`from_ipc_handle`); the event must be interprocess."""
+        if self._ipc is None:
+            raise RuntimeError("ipc_handle() needs an event created with interprocess=True")
+        return _C._npu_ipc_event_handle(self._ipc)
+
+    def _ipc_stream(self, stream: Optional[torch.Stream]) -> "Stream":
+        stream = current_stream(self._ipc_device) if stream is None else Stream._as_npu(stream)
+        if stream.device_index != self._ipc_device:
+            raise RuntimeError(
+                f"the interprocess event belongs to npu:{self._ipc_device}, the stream is on "
+                f"npu:{stream.device_index}"
+            )
+        return stream
+
+    def __del__(self) -> None:
+        if getattr(self, "_ipc", None) is not None:
+            _C._npu_ipc_event_destroy(self._ipc)
+            self._ipc = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def record(self, stream: Optional[torch.Stream] = None) -> None:
         """Records the event on ``stream`` (the current stream if None)."""
+        if self._ipc is not None:
+            if self._ipc_opened:
+                raise RuntimeError(
+                    "an event opened from another process (Event.from_ipc_handle) cannot be "
+                    "recorded; only the process that created it records it"
+                )
+            s = self._ipc_stream(stream)
+            _C._npu_ipc_event_record(self._ipc, s.stream_id, s.device_index)
+            self._recorded = True
+            return
         # None: torch.Event records on the current stream of its device.
         super().record(stream)
         self._recorded = True
@@ -139,15 +196,24 @@ class Event(torch.Event):
                 "Event.wait() on an npu event that was never recorded: call "
                 "event.record() (or stream.record_event()) before waiting on it."
             )
+        if self._ipc is not None:
+            s = self._ipc_stream(stream)
+            _C._npu_ipc_event_wait(self._ipc, s.stream_id, s.device_index)
+            return
         super().wait(current_stream() if stream is None else stream)
 
     def query(self) -> bool:
         """True when the work recorded before this event has finished (or it
         was never recorded)."""
+        if self._ipc is not None:
+            return bool(_C._npu_ipc_event_query(self._ipc))
         return bool(super().query())
 
     def synchronize(self) -> None:
         """Blocks the host until the work recorded before this event has finished."""
+        if self._ipc is not None:
+            _C._npu_ipc_event_synchronize(self._ipc)
+            return
         super().synchronize()
 
     def elapsed_time(self, end_event: "Event") -> float:
