@@ -11,8 +11,10 @@ void raise_missing_kernel(const c10::OperatorHandle& op, torch::jit::Stack* /*st
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, "The operator '", op.schema().operator_name(),
       "' has no npu kernel in torch-npu-core, which provides only tensor "
-      "creation, copies and views. Install the operator package: "
-      "`pip install torch-npu-ops` (or `pip install 'torch-npu[ops]'`).");
+      "creation, copies and views. The other kernels come with the operator "
+      "package, `pip install torch-npu-ops` (or `pip install 'torch-npu[ops]'`), "
+      "and load with `import torch_npu`: a C++ program using torch_npu::init_npu "
+      "without Python has core's kernels only.");
 }
 
 std::atomic<MissingKernelHandler> g_handler{&raise_missing_kernel};

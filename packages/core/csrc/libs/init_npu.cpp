@@ -21,7 +21,7 @@ void register_device_type_name() {
   if (!c10::is_privateuse1_backend_registered()) {
     c10::register_privateuse1_backend(kDeviceTypeName);
   }
-  const std::string registered = c10::get_privateuse1_backend(/*lower_case=*/false);
+  const std::string registered = c10::get_privateuse1_backend(/*lower_case=*/true);
   TORCH_CHECK(
       registered == kDeviceTypeName,
       "torch_npu::init_npu: this process named the PrivateUse1 device type '", registered,
