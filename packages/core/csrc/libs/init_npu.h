@@ -15,11 +15,18 @@
 // creation, copies, fill, item, views). What `import torch_npu` adds that a
 // C++ program needs is the device type's name: PrivateUse1 is called "npu"
 // only once registered, and device strings such as "npu:0" do not parse
-// before. init_npu registers it (unless Python already did) and sets the
-// device. The other ATen kernels belong to torch-npu-ops, which ships them
-// only in its Python extension module: a C++ program without Python gets
-// core's kernels, and any other op raises the missing-kernel error of
-// aten/MissingKernelFallback.h.
+// before. init_npu registers it (unless Python already did), initialises
+// the runtime and sets the device.
+// The other ATen kernels are torch-npu-ops' libtorch_npu_ops, which has no
+// Python in it (torch_npu.ops._C adds the Python parts): a program that
+// links torch_npu::torch_npu_ops (find_package(TorchNPUOps)) gets them, the
+// library installing its executor when the runtime initialises
+// (c10_npu::call_after_init; packages/ops/csrc/KernelInstallation.h). Without
+// it, a program has core's kernels, and any other op raises the
+// missing-kernel error of aten/MissingKernelFallback.h, which says so. What
+// torch-npu-ops does in Python only (torch.npu.amp's Python API, the
+// torch.ops.npu custom ops, the warm-up of torch's Python meta kernels) a
+// C++ program does not need or cannot have.
 #pragma once
 
 #include <string>
