@@ -7,7 +7,8 @@
 # and then declares only its own targets:
 #
 #   torch_npu_add_plugin_library(<target> INSTALL_DIR <dir> SOURCES ...
-#                                [INCLUDE_DIRS ...] [LINK_LIBRARIES ...])
+#                                [INCLUDE_DIRS ...] [LINK_LIBRARIES ...]
+#                                [EXPORT <export-set>])
 #   torch_npu_add_plugin_module(<target> INSTALL_DIR <dir> SOURCES ...
 #                               [INCLUDE_DIRS ...] [LINK_LIBRARIES ...] [TORCH_PYTHON])
 #   torch_npu_plugin_build_info(INSTALL_DIR <dir>)
@@ -79,9 +80,12 @@ function(_torch_npu_plugin_library_dirs out)
 endfunction()
 
 # A shared library of the plugin that C++ users may link too (its
-# INCLUDE_DIRS are public), e.g. libtorch_npu_distributed.
+# INCLUDE_DIRS are public), e.g. libtorch_npu_distributed. With EXPORT the
+# installed library joins that export set, for the plugin's own CMake
+# package (install(EXPORT ...)); its INCLUDE_DIRS must then name the
+# installed headers with $<INSTALL_INTERFACE:...>.
 function(torch_npu_add_plugin_library target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "INSTALL_DIR" "SOURCES;INCLUDE_DIRS;LINK_LIBRARIES")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "INSTALL_DIR;EXPORT" "SOURCES;INCLUDE_DIRS;LINK_LIBRARIES")
   if(NOT arg_INSTALL_DIR OR NOT arg_SOURCES)
     message(FATAL_ERROR "torch_npu_add_plugin_library(${target}) needs INSTALL_DIR and SOURCES")
   endif()
@@ -94,7 +98,11 @@ function(torch_npu_add_plugin_library target)
   set_target_properties(${target} PROPERTIES
     INSTALL_RPATH "${rpath}"
     TORCH_NPU_INSTALL_DIR "${arg_INSTALL_DIR}")
-  install(TARGETS ${target} LIBRARY DESTINATION "${arg_INSTALL_DIR}")
+  if(arg_EXPORT)
+    install(TARGETS ${target} EXPORT ${arg_EXPORT} LIBRARY DESTINATION "${arg_INSTALL_DIR}")
+  else()
+    install(TARGETS ${target} LIBRARY DESTINATION "${arg_INSTALL_DIR}")
+  endif()
 endfunction()
 
 # The plugin's Python extension module (pybind11), e.g. torch_npu/ops/_C.

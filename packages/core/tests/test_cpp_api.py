@@ -53,21 +53,105 @@ target_link_libraries(npu_cpp_user PRIVATE torch_npu::torch_npu_core)
 """
 
 
-def test_libtorch_program_links_core_runtime(tmp_path):
-    (tmp_path / "main.cpp").write_text(PROGRAM)
-    (tmp_path / "CMakeLists.txt").write_text(textwrap.dedent(CMAKELISTS))
+# torch_npu::init_npu and finalize_npu (libs/init_npu.h): each case prints
+# "<case>: ok" or the first line of its error.
+INIT_PROGRAM = r"""
+#include <cstdio>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "libs/init_npu.h"
+#include "npu/NPUFunctions.h"
+
+template <typename Case>
+void attempt(const char* name, Case run_case) {
+  try {
+    run_case();
+    std::printf("%s: ok\n", name);
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    std::printf("%s: %s\n", name, message.substr(0, message.find('\n')).c_str());
+  }
+}
+
+int main() {
+  attempt("not npu", [] { torch_npu::init_npu("cuda:0"); });
+  attempt("not a device", [] { torch_npu::init_npu("npu:first"); });
+  attempt("out of range", [] { torch_npu::init_npu("npu:99"); });
+  attempt("cpu device", [] { torch_npu::init_npu(c10::Device(c10::kCPU)); });
+  attempt("init", [] { torch_npu::init_npu("npu:2"); });
+  std::printf("current device: %d\n", static_cast<int>(c10_npu::current_device()));
+  attempt("index", [] { torch_npu::init_npu(1); });
+  std::printf("current device: %d\n", static_cast<int>(c10_npu::current_device()));
+  attempt("core kernels", [] {
+    const auto x = at::full({2, 3}, 1.5, at::TensorOptions().device("npu:1"));
+    TORCH_CHECK(x.t().cpu().equal(at::full({3, 2}, 1.5)), "wrong values");
+  });
+  attempt("ops kernel", [] {
+    const auto x = at::ones({4}, at::TensorOptions().device("npu"));
+    (void)at::mul(x, x);
+  });
+  attempt("finalize", [] { torch_npu::finalize_npu(); });
+  attempt("finalize again", [] { torch_npu::finalize_npu(); });
+  attempt("after finalize", [] { (void)at::ones({4}, at::TensorOptions().device("npu")); });
+  attempt("init after finalize", [] { torch_npu::init_npu(0); });
+  return 0;
+}
+"""
+
+
+def _build(tmp_path, program: str, target: str):
+    """Configures and builds `program` as `target` against the installed
+    package; returns the executable."""
+    (tmp_path / "main.cpp").write_text(program)
+    (tmp_path / "CMakeLists.txt").write_text(textwrap.dedent(CMAKELISTS).replace("npu_cpp_user", target))
     cmake = shutil.which("cmake", path=f"{sys.prefix}/bin") or shutil.which("cmake")
     assert cmake, "cmake is a test requirement (./dev installs it)"
     prefix = f"{torch_npu.cmake_prefix_path};{torch.utils.cmake_prefix_path}"
     build = tmp_path / "build"
-    configure = subprocess.run(
-        [cmake, "-S", str(tmp_path), "-B", str(build), f"-DCMAKE_PREFIX_PATH={prefix}",
-         "-DCMAKE_BUILD_TYPE=Release"] + (["-G", "Ninja"] if shutil.which("ninja", path=f"{sys.prefix}/bin") else []),
-        capture_output=True, text=True,
-    )
+    options = [f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release"]
+    if shutil.which("ninja", path=f"{sys.prefix}/bin"):
+        options += ["-G", "Ninja"]
+    if shutil.which("ccache"):
+        options.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+    configure = subprocess.run([cmake, "-S", str(tmp_path), "-B", str(build), *options],
+                               capture_output=True, text=True)
     assert configure.returncode == 0, configure.stdout + configure.stderr
     compiled = subprocess.run([cmake, "--build", str(build)], capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
-    run = subprocess.run([str(build / "npu_cpp_user")], capture_output=True, text=True, timeout=60)
+    return build / target
+
+
+def test_libtorch_program_links_core_runtime(tmp_path):
+    program = _build(tmp_path, PROGRAM, "npu_cpp_user")
+    run = subprocess.run([str(program)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "devices=8 stream_device=1 ptr_device=1 priority=-1 reserved=2097152"
+
+
+def test_init_npu_and_finalize_npu(tmp_path):
+    program = _build(tmp_path, INIT_PROGRAM, "npu_init_user")
+    run = subprocess.run([str(program)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    results = dict(line.split(": ", 1) for line in run.stdout.splitlines())
+    assert results["not npu"] == ("torch_npu::init_npu: 'cuda:0' is not an npu device; "
+                                  "expected 'npu' or 'npu:<index>' such as 'npu:0'.")
+    assert results["not a device"].startswith(
+        "torch_npu::init_npu: 'npu:first' is not a device string; expected 'npu' or 'npu:<index>'")
+    assert results["out of range"].startswith("Invalid NPU device index npu:99: this process sees 8")
+    assert results["cpu device"].startswith("torch_npu::init_npu: cpu is not an npu device")
+    assert results["init"] == "ok"
+    assert results["index"] == "ok"
+    assert [line for line in run.stdout.splitlines() if line.startswith("current device")] == [
+        "current device: 2", "current device: 1"]
+    assert results["core kernels"] == "ok"
+    # Note [The C++ runtime without Python]: this program does not link
+    # torch-npu-ops' library, so it has core's kernels only.
+    assert results["ops kernel"].startswith("The operator 'aten::mul.out' has no npu kernel")
+    assert "a C++ program gets them by linking torch_npu::torch_npu_ops" in results["ops kernel"]
+    assert results["finalize"] == "ok"
+    assert results["finalize again"] == "ok"
+    for case in ("after finalize", "init after finalize"):
+        assert results[case].startswith(
+            "The NPU runtime of this process was finalized (torch_npu::finalize_npu)"), case

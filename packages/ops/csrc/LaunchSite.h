@@ -14,6 +14,9 @@
 // Python makes anyway: while another thread runs Python it may wait for the
 // switch interval, as that return does. Threads outside Python code
 // (autograd's device threads running the backward) never take it.
+//
+// libtorch_npu_ops has no Python (C++ programs link it): the capture itself
+// is python/PythonLaunchSite.cpp, in torch_npu.ops._C, which installs it here.
 #pragma once
 
 #include "npu/NPUWork.h"
@@ -24,5 +27,9 @@ namespace torch_npu_ops {
 // the innermost frame if all are torch's), or null when the calling thread
 // runs no Python code (autograd's device threads, C++ programs).
 c10_npu::LaunchSite capture_launch_site();
+
+// Installs the function capture_launch_site calls (null: no launch sites).
+using LaunchSiteCapture = c10_npu::LaunchSite (*)();
+void set_launch_site_capture(LaunchSiteCapture capture);
 
 } // namespace torch_npu_ops

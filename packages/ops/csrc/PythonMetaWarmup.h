@@ -27,4 +27,12 @@ bool meta_kernels_ready();
 // first meta kernel then imports them itself, as before).
 void set_meta_kernels_ready();
 
+// What meta_kernels_ready's first call runs to start the imports; it calls
+// set_meta_kernels_ready when they are done (at once if it cannot start
+// them). torch_npu.ops._C installs the Python one
+// (python/PythonMetaWarmupStart.cpp); without one (a C++ program, which has
+// no Python meta kernels) the meta kernels are ready at once.
+using MetaWarmupStarter = void (*)();
+void set_meta_warmup_starter(MetaWarmupStarter starter);
+
 } // namespace torch_npu_ops

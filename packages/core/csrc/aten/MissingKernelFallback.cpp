@@ -11,8 +11,10 @@ void raise_missing_kernel(const c10::OperatorHandle& op, torch::jit::Stack* /*st
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, "The operator '", op.schema().operator_name(),
       "' has no npu kernel in torch-npu-core, which provides only tensor "
-      "creation, copies and views. Install the operator package: "
-      "`pip install torch-npu-ops` (or `pip install 'torch-npu[ops]'`).");
+      "creation, copies and views. The other kernels come with the operator "
+      "package, `pip install torch-npu-ops` (or `pip install 'torch-npu[ops]'`): "
+      "`import torch_npu` loads them, and a C++ program gets them by linking "
+      "torch_npu::torch_npu_ops (find_package(TorchNPUOps)).");
 }
 
 std::atomic<MissingKernelHandler> g_handler{&raise_missing_kernel};

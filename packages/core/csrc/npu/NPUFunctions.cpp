@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <vector>
 
@@ -13,12 +14,14 @@
 
 #include "npu/NPUException.h"
 #include "npu/impl/AclInterface.h"
+#include "npu/impl/RuntimeFinalize.h"
 
 namespace c10_npu {
 namespace {
 
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_in_bad_fork{false};
+std::atomic<bool> g_finalized{false};
 std::once_flag g_init_flag;
 std::mutex g_device_init_mutex;
 std::array<std::atomic<bool>, kMaxDevices> g_device_initialized{};
@@ -96,7 +99,7 @@ bool is_in_bad_fork() {
 }
 
 bool is_initialized() {
-  return g_initialized.load() && !g_in_bad_fork.load();
+  return g_initialized.load() && !g_in_bad_fork.load() && !g_finalized.load();
 }
 
 void lazy_init() {
@@ -104,6 +107,11 @@ void lazy_init() {
       !g_in_bad_fork.load(),
       "Cannot re-initialize NPU in forked subprocess. To use NPU with "
       "multiprocessing, you must use the 'spawn' start method");
+  TORCH_CHECK(
+      !g_finalized.load(std::memory_order_acquire),
+      "The NPU runtime of this process was finalized (torch_npu::finalize_npu) and "
+      "cannot be used again: use npu devices only between torch_npu::init_npu and "
+      "torch_npu::finalize_npu.");
   if (g_initialized.load(std::memory_order_acquire)) {
     return;
   }
@@ -138,7 +146,8 @@ void call_after_init(std::function<void()> callback) {
 void ensure_device_context(c10::DeviceIndex index) {
   if (C10_LIKELY(
           tls_runtime_device == index &&
-          !g_in_bad_fork.load(std::memory_order_relaxed))) {
+          !g_in_bad_fork.load(std::memory_order_relaxed) &&
+          !g_finalized.load(std::memory_order_relaxed))) {
     return;
   }
   lazy_init();
@@ -181,6 +190,40 @@ void device_synchronize(c10::DeviceIndex index) {
   check_device_index(index);
   ensure_device_context(index);
   NPU_CHECK(acl::api().aclrtSynchronizeDevice());
+}
+
+void finalize_runtime() {
+  if (!g_initialized.load(std::memory_order_acquire) || g_in_bad_fork.load() ||
+      g_finalized.exchange(true)) {
+    return;
+  }
+  // Every device is released and the runtime finalized even when a device's
+  // queued work failed; that failure is raised afterwards.
+  std::exception_ptr work_failure;
+  {
+    std::lock_guard<std::mutex> guard(g_device_init_mutex);
+    const auto& api = acl::api();
+    for (c10::DeviceIndex index = 0; index < kMaxDevices; ++index) {
+      if (!g_device_initialized[index].load(std::memory_order_acquire)) {
+        continue;
+      }
+      NPU_CHECK(api.aclrtSetDevice(index));
+      try {
+        NPU_CHECK(api.aclrtSynchronizeDevice());
+      } catch (...) {
+        if (!work_failure) {
+          work_failure = std::current_exception();
+        }
+      }
+      NPU_CHECK(api.aclrtResetDevice(index));
+      g_device_initialized[index].store(false, std::memory_order_release);
+    }
+    NPU_CHECK(api.aclFinalize());
+  }
+  tls_runtime_device = -1;
+  if (work_failure) {
+    std::rethrow_exception(work_failure);
+  }
 }
 
 bool launch_blocking() {

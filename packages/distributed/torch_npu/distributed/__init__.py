@@ -27,6 +27,7 @@ Loaded by torch_npu at import through the ``torch_npu.plugins`` entry point.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import timedelta
 from types import ModuleType
@@ -51,11 +52,17 @@ __all__ = [
     "ProcessGroupHCCL",
     "__version__",
     "all_gather_into_tensor_uneven",
+    "cmake_prefix_path",
     "is_hccl_available",
     "reduce_scatter_tensor_uneven",
 ]
 
 BACKEND_NAME = "hccl"
+
+#: The CMAKE_PREFIX_PATH entry of this package's CMake package, for C++
+#: programs that use ProcessGroupHCCL: ``find_package(TorchNPUDistributed)``
+#: gives the target ``torch_npu::torch_npu_distributed`` (see README.md).
+cmake_prefix_path: str = os.path.join(os.path.dirname(__file__), "share", "cmake")
 
 
 def is_hccl_available() -> bool:

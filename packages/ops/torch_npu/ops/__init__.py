@@ -9,6 +9,7 @@ kernels for npu load with it, and its initialiser provides ``torch.npu.amp``
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from types import ModuleType
@@ -20,6 +21,11 @@ from torch_npu._plugins import check_plugin_build
 from . import _build_info
 
 __version__ = "0.1.0"
+
+#: The CMAKE_PREFIX_PATH entry of this package's CMake package:
+#: ``find_package(TorchNPUOps)`` gives ``torch_npu::torch_npu_ops``, whose
+#: linking gives a C++ program the npu kernels (see README.md).
+cmake_prefix_path: str = os.path.join(os.path.dirname(__file__), "share", "cmake")
 
 # Before the extension loads: built for another core or torch, it would fail
 # with undefined symbols, or misbehave.
@@ -105,4 +111,4 @@ def _initialize_plugin(torch_npu: ModuleType) -> None:
     custom.install(torch_npu)
 
 
-__all__ = ["execution_counters", "reset_execution_counters", "synchronous_ops"]
+__all__ = ["cmake_prefix_path", "execution_counters", "reset_execution_counters", "synchronous_ops"]

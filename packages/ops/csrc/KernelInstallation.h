@@ -1,0 +1,21 @@
+// Turning the npu kernels of libtorch_npu_ops on, in Python and C++ alike.
+//
+// Loading the library registers its dedicated kernels (TORCH_LIBRARY_IMPL);
+// install_kernels does what registration at load cannot: it makes the
+// generic executor core's missing-kernel handler, registers the CPU-kernel
+// overrides and sparse kernels (which enumerate the operators registered by
+// then) and wraps the CPU allocator for kernels running as device work.
+//
+// torch_npu.ops._C calls it when the plugin loads in Python. A C++ program
+// that links libtorch_npu_ops (find_package(TorchNPUOps)) gets it when the
+// runtime initialises (torch_npu::init_npu, or the first device use): the
+// library asks core for that at load (c10_npu::call_after_init). Note [The
+// C++ runtime without Python] in core's libs/init_npu.h.
+#pragma once
+
+namespace torch_npu_ops {
+
+// Idempotent; before any op runs on npu.
+void install_kernels();
+
+} // namespace torch_npu_ops
