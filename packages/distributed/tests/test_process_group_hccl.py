@@ -191,6 +191,30 @@ def test_ddp_training_matches_single_process_training(tmp_path):
         assert out.startswith("True "), out
 
 
+def test_ddp_runtime_statistics_are_collected_on_npu(tmp_path):
+    # DDP's logger times the forward, backward and communication with the
+    # device's timer (DdpTimer.cpp), as with CUDA, instead of warning that
+    # only CPU and CUDA are timed.
+    outputs = run_ranks(tmp_path, """
+        import warnings
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                        torch.nn.Linear(256, 64)).npu())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                model(torch.randn(32, 64).npu()).sum().backward()
+        data = model._get_ddp_logging_data()
+        times = [data.get(k, 0) for k in ("avg_forward_compute_time", "avg_backward_compute_time",
+                                          "avg_backward_comm_time")]
+        print(all(t > 0 for t in times), times)
+        dist.destroy_process_group()
+    """)
+    for out in outputs:
+        assert out.startswith("True "), out
+
+
 def test_subgroups_and_the_default_backend(tmp_path):
     prelude = PRELUDE.replace('dist.init_process_group("hccl", ', "dist.init_process_group(")
     outputs = run_ranks(tmp_path, """
