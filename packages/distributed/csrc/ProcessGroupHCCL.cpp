@@ -311,8 +311,8 @@ c10::intrusive_ptr<c10::ivalue::Future> ProcessGroupHCCL::WorkHCCL::getFuture() 
 // ProcessGroupHCCL
 
 ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                   std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), store_(std::move(store)), timeout_(timeout) {
+                                   std::chrono::milliseconds timeout, std::string rank_table)
+    : c10d::Backend(rank, size), store_(std::move(store)), timeout_(timeout), rank_table_(std::move(rank_table)) {
   TORCH_CHECK_VALUE(timeout_.count() > 0, "ProcessGroupHCCL: the timeout must be positive, got ",
                     timeout_.count(), " ms");
   // Fail here, with instructions, rather than at the first collective.
@@ -343,6 +343,26 @@ ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) 
   wait_for_all_ranks(comms_created_, device);
   // HCCL binds a communicator to the calling thread's current device.
   c10_npu::NPUGuard guard(device);
+  HcclCommConfig config = c10_npu::hccl::default_comm_config();
+  config.hcclExecTimeOut = exec_timeout_seconds(timeout_);
+  if (!rank_table_.empty() && comms_created_ == 0) {
+    ++comms_created_;
+    HcclComm comm = nullptr;
+    check_hccl(hccl().HcclCommInitClusterInfoConfig(rank_table_.c_str(), static_cast<uint32_t>(getRank()),
+                                                    &config, &comm),
+               "HcclCommInitClusterInfoConfig");
+    uint32_t ranks = 0;
+    check_hccl(hccl().HcclGetRankSize(comm, &ranks), "HcclGetRankSize");
+    if (static_cast<int>(ranks) != getSize()) {
+      hccl().HcclCommDestroy(comm);
+      TORCH_CHECK_VALUE(false, "ProcessGroupHCCL: the rank table '", rank_table_, "' (RANK_TABLE_FILE) lists ",
+                        ranks, " ranks, but the process group has ", getSize(),
+                        ": make the table list every rank of the job, or unset RANK_TABLE_FILE");
+    }
+    auto [inserted, _] = comms_.emplace(
+        device.index(), DeviceComm{comm, c10_npu::getStreamFromPool(false, device.index())});
+    return inserted->second;
+  }
   HcclRootInfo root{};
   const uint64_t index = comms_created_++;
   const std::string key = "hccl_root_info/" + std::to_string(index);
@@ -358,8 +378,6 @@ ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) 
                 "; is another program using the same store?");
     std::memcpy(root.internal, bytes.data(), bytes.size());
   }
-  HcclCommConfig config = c10_npu::hccl::default_comm_config();
-  config.hcclExecTimeOut = exec_timeout_seconds(timeout_);
   HcclComm comm = nullptr;
   check_hccl(hccl().HcclCommInitRootInfoConfig(static_cast<uint32_t>(getSize()), &root,
                                                static_cast<uint32_t>(getRank()), &config, &comm),

@@ -120,8 +120,12 @@ class ProcessGroupHCCL : public c10d::Backend {
   // `timeout` (init_process_group's or new_group's) bounds connecting and
   // every collective, as with NCCL; HCCL_CONNECT_TIMEOUT and
   // HCCL_EXEC_TIMEOUT, when set, bound them too (Note [HCCL timeouts]).
+  // `rank_table`: the path of an HCCL rank table (RANK_TABLE_FILE), or empty.
+  // With one, the group's first communicator is made from the table
+  // (HcclCommInitClusterInfoConfig) instead of a root info that rank 0
+  // shares through the store; the table must list `size` ranks.
   ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, std::string rank_table = "");
   ~ProcessGroupHCCL() override;
 
   const std::string getBackendName() const override {
@@ -252,6 +256,7 @@ class ProcessGroupHCCL : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Store> store_;
   const std::chrono::milliseconds timeout_;
+  const std::string rank_table_; // see the constructor
   std::mutex mutex_;
   std::unordered_map<c10::DeviceIndex, DeviceComm> comms_;
   uint64_t comms_created_ = 0; // names the store key of the next root info

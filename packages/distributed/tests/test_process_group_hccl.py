@@ -7,6 +7,8 @@ compares. The simulator's HCCL carries the data (through shared memory).
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -213,6 +215,69 @@ def test_ddp_runtime_statistics_are_collected_on_npu(tmp_path):
     """)
     for out in outputs:
         assert out.startswith("True "), out
+
+
+def _rank_table(path: Path, devices: list[tuple[str, str]], server: str = "127.0.0.1") -> Path:
+    """A rank table of one server with (device_id, rank_id) entries, as CANN's tools write it."""
+    path.write_text(json.dumps({
+        "version": "1.0", "status": "completed", "server_count": "1",
+        "server_list": [{"server_id": server, "host_nic_ip": "reserve",
+                         "device": [{"device_id": d, "device_ip": f"192.168.1.{d}", "rank_id": r}
+                                    for d, r in devices]}]}))
+    return path
+
+
+def test_rank_table_makes_the_default_groups_communicator(tmp_path, monkeypatch):
+    # RANK_TABLE_FILE: the default group's communicator comes from the table
+    # (HcclCommInitClusterInfoConfig); a group made later uses a root info.
+    monkeypatch.setenv("RANK_TABLE_FILE", str(_rank_table(tmp_path / "rank_table.json", [("0", "0"), ("1", "1")])))
+    outputs = run_ranks(tmp_path, """
+        t = torch.full((4,), float(rank + 1)).npu()
+        dist.all_reduce(t)
+        sub = dist.new_group([0, 1])
+        u = torch.ones(2).npu()
+        dist.all_reduce(u, group=sub)
+        print(t.cpu().tolist(), u.cpu().tolist())
+        dist.destroy_process_group()
+    """)
+    for out in outputs:
+        assert out.split("\n")[0] == "[3.0, 3.0, 3.0, 3.0] [2.0, 2.0]", out
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    (None, "rank table file .* cannot be read"),
+    ('{"status": "completed", "server_list": [', "not valid JSON at line 1, column 41"),
+    ('{"status": "building", "server_list": []}', "not \"completed\""),
+    ([("0", "1")], "rank ids are not 0..0: rank 0 is missing"),
+    ([("1", "0")], "rank 0 is device 1 of server 127.0.0.1 .* the calling thread's device is 0"),
+    ([("0", "0"), ("1", "1")], "lists 2 ranks, but the process group has 1"),
+], ids=["missing", "malformed", "unfinished", "rank_missing", "other_device", "other_size"])
+def test_a_bad_rank_table_is_a_clear_error(tmp_path, monkeypatch, table, message):
+    path = tmp_path / "rank_table.json"
+    if isinstance(table, str):
+        path.write_text(table)
+    elif table is not None:
+        _rank_table(path, table)
+    monkeypatch.setenv("RANK_TABLE_FILE", str(path))
+    script = tmp_path / "rank.py"
+    # Raised by init_process_group (a table of another size) or by the first
+    # collective, which makes the communicator.
+    script.write_text(textwrap.dedent("""
+        import sys
+        import torch, torch_npu
+        import torch.distributed as dist
+        torch.npu.set_device(0)
+        try:
+            dist.init_process_group("hccl", init_method=f"file://{sys.argv[1]}", rank=0, world_size=1)
+            dist.all_reduce(torch.ones(2).npu())
+            print("no error")
+        except Exception as e:
+            print(type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    """))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "store")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert re.search(message, done.stdout), done.stdout
 
 
 def test_subgroups_and_the_default_backend(tmp_path):

@@ -20,6 +20,14 @@
     (uint32_t nRanks, const HcclRootInfo* rootInfo, uint32_t rank,             \
      const HcclCommConfig* config, HcclComm* comm),                            \
     (nRanks, rootInfo, rank, config, comm))                                    \
+  /* clusterInfo: the path of a rank table (RANK_TABLE_FILE)            */    \
+  X(HcclResult, HcclCommInitClusterInfo,                                       \
+    (const char* clusterInfo, uint32_t rank, HcclComm* comm),                  \
+    (clusterInfo, rank, comm))                                                 \
+  X(HcclResult, HcclCommInitClusterInfoConfig,                                 \
+    (const char* clusterInfo, uint32_t rank, HcclCommConfig* config,           \
+     HcclComm* comm),                                                          \
+    (clusterInfo, rank, config, comm))                                         \
   X(HcclResult, HcclCommDestroy, (HcclComm comm), (comm))                      \
   X(HcclResult, HcclGetRankSize, (HcclComm comm, uint32_t * rankSize),         \
     (comm, rankSize))                                                          \

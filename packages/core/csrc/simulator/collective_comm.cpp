@@ -296,6 +296,22 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
   return HCCL_SUCCESS;
 }
 
+void rankTableRootInfo(const std::string& table, HcclRootInfo* root) {
+  // FNV-1a: a name, not a secret (the segment is still exclusive, 0600 and
+  // verified: Note [Shared segments]).
+  uint64_t hash = 1469598103934665603ULL;
+  for (const unsigned char c : table) {
+    hash = (hash ^ c) * 1099511628211ULL;
+  }
+  RootPayload payload{};
+  std::memcpy(payload.magic, kRootMagic, sizeof kRootMagic);
+  std::snprintf(payload.region, sizeof payload.region, "/npu-sim-hccl-table-%u-%016llx",
+                static_cast<unsigned>(getuid()), static_cast<unsigned long long>(hash));
+  storeMachine(payload.machine);
+  std::memset(root->internal, 0, sizeof root->internal);
+  std::memcpy(root->internal, &payload, sizeof payload);
+}
+
 Communicator::Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
                            double exec_timeout, std::string exec_timeout_origin)
     : name_(std::move(name)), size_(size), rank_(rank), device_(device),

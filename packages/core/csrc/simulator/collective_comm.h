@@ -198,4 +198,11 @@ class Communicator {
 // A new job's root info: a name no other job on this machine uses.
 HcclResult generateRootInfo(HcclRootInfo* root, std::string* why);
 
+// The root info every rank of a rank-table job derives alike from the
+// table's bytes (HcclCommInitClusterInfo): its segment is named after them
+// and the user, so ranks meet without exchanging anything. Two jobs running
+// from identical tables at once would share the name: the second one's rank
+// 0 then fails (Note [Shared segments]).
+void rankTableRootInfo(const std::string& table, HcclRootInfo* root);
+
 } // namespace npu_sim

@@ -27,6 +27,7 @@
 #include "collective_comm.h"
 #include "collective_reduce.h"
 #include "errors.h"
+#include "rank_table.h"
 #include "runtime.h"
 #include "stream.h"
 
@@ -412,6 +413,57 @@ HcclResult initCommunicator(const char* api, uint32_t nRanks, const HcclRootInfo
   });
 }
 
+// HcclCommInitClusterInfo(Config): the rank's place comes from the rank
+// table; the ranks meet at the segment the table's bytes name.
+HcclResult initFromRankTable(const char* api, const char* clusterInfo, uint32_t rank,
+                             const HcclCommConfig* config, HcclComm* comm) {
+  return guardedHccl(api, [&] {
+    if (comm == nullptr) {
+      return hcclFail(HCCL_E_PTR, api, "comm is null");
+    }
+    RankTable table;
+    std::string why;
+    if (!readRankTable(clusterInfo, &table, &why)) {
+      return hcclFail(HCCL_E_PARA, api, why);
+    }
+    if (rank >= table.ranks.size()) {
+      return hcclFail(HCCL_E_PARA, api,
+                      "rank " + std::to_string(rank) + " is not in the rank table '" + clusterInfo + "', which has ranks 0.." +
+                          std::to_string(table.ranks.size() - 1));
+    }
+    if (table.servers.size() > 1) {
+      // Note [One machine].
+      return hcclFail(HCCL_E_NOT_SUPPORT, api,
+                      "the rank table '" + std::string(clusterInfo) + "' lists " + std::to_string(table.servers.size()) +
+                          " servers: the NPU simulator's HCCL joins the ranks of one machine through shared memory "
+                          "and has no transport between machines yet; list one server");
+    }
+    Runtime& rt = Runtime::get();
+    Device* device = nullptr;
+    if (rt.check(api) != ACL_SUCCESS || rt.currentDevice(api, &device) != ACL_SUCCESS) {
+      return HCCL_E_RUNTIME; // e.g. no aclrtSetDevice yet; the recent error says so
+    }
+    const RankTable::Rank& mine = table.ranks[rank];
+    if (mine.device_id != static_cast<uint32_t>(device->id())) {
+      return hcclFail(HCCL_E_PARA, api,
+                      "rank " + std::to_string(rank) + " is device " + std::to_string(mine.device_id) +
+                          " of server " + mine.server_id + " in the rank table '" + clusterInfo +
+                          "', but the calling thread's device is " + std::to_string(device->id()) +
+                          ": set that device first (torch.npu.set_device / aclrtSetDevice)");
+    }
+    HcclRootInfo root{};
+    rankTableRootInfo(table.content, &root);
+    std::shared_ptr<Communicator> created;
+    const HcclResult result = Communicator::create(root, static_cast<uint32_t>(table.ranks.size()), rank,
+                                                   device->id(), config, &created, &why);
+    if (result != HCCL_SUCCESS) {
+      return hcclFail(result, api, why);
+    }
+    *comm = CommRegistry::get().add(std::move(created));
+    return HCCL_SUCCESS;
+  });
+}
+
 } // namespace
 } // namespace npu_sim
 
@@ -445,6 +497,19 @@ NPU_SIM_EXPORT HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks,
     return hcclFail(HCCL_E_PTR, api, "config is null");
   }
   return initCommunicator(api, nRanks, rootInfo, rank, config, comm);
+}
+
+NPU_SIM_EXPORT HcclResult HcclCommInitClusterInfo(const char* clusterInfo, uint32_t rank, HcclComm* comm) {
+  return initFromRankTable("HcclCommInitClusterInfo", clusterInfo, rank, nullptr, comm);
+}
+
+NPU_SIM_EXPORT HcclResult HcclCommInitClusterInfoConfig(const char* clusterInfo, uint32_t rank,
+                                                        HcclCommConfig* config, HcclComm* comm) {
+  const char* api = "HcclCommInitClusterInfoConfig";
+  if (config == nullptr) {
+    return hcclFail(HCCL_E_PTR, api, "config is null");
+  }
+  return initFromRankTable(api, clusterInfo, rank, config, comm);
 }
 
 NPU_SIM_EXPORT HcclResult HcclCommDestroy(HcclComm comm) {

@@ -211,6 +211,8 @@ _SIGNATURES = {
     "HcclCommInitRootInfo": (c_int, [c_uint32, c_void_p, c_uint32, POINTER(c_void_p)]),
     "HcclCommInitRootInfoConfig": (c_int, [c_uint32, c_void_p, c_uint32, c_void_p,
                                            POINTER(c_void_p)]),
+    "HcclCommInitClusterInfo": (c_int, [c_char_p, c_uint32, POINTER(c_void_p)]),
+    "HcclCommInitClusterInfoConfig": (c_int, [c_char_p, c_uint32, c_void_p, POINTER(c_void_p)]),
     "HcclCommDestroy": (c_int, [c_void_p]),
     "HcclGetRankSize": (c_int, [c_void_p, POINTER(c_uint32)]),
     "HcclGetRankId": (c_int, [c_void_p, POINTER(c_uint32)]),

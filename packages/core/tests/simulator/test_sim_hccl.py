@@ -6,6 +6,7 @@ torch-npu's process group does through the c10d store).
 """
 
 import array
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import time
 import pytest
 
 from _simlib import (
+    HCCL_E_NOT_SUPPORT,
     HCCL_E_PARA,
     HCCL_FP32,
     HCCL_FP64,
@@ -787,3 +789,57 @@ def test_no_room_in_dev_shm_is_an_error_at_init(runner, tmp_path):
     assert "HcclCommInitRootInfo: no room in /dev/shm for the 65536 MiB" in results[0].stderr
     assert "lower HCCL_BUFFSIZE" in results[0].stderr
     assert not [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("npu-sim-hccl")]
+
+
+def test_rank_tables_join_the_ranks_and_bad_ones_are_refused_with_a_message(runner, tmp_path):
+    # HcclCommInitClusterInfo: the ranks of a rank table meet without a root
+    # info; a table that is unreadable, malformed or inconsistent is refused
+    # at once, saying what and where (rank_table.h).
+    def table(devices, servers=("127.0.0.1",), status="completed"):
+        return json.dumps({"version": "1.0", "status": status, "server_count": str(len(servers)),
+                           "server_list": [{"server_id": s, "device": [{"device_id": d, "rank_id": r}
+                                                                      for d, r in devices]}
+                                           for s in servers]})
+    good = tmp_path / "good.json"
+    good.write_text(table([("0", "0"), ("1", 1)]))  # numbers as strings or as numbers
+    bad = {
+        "missing": (None, HCCL_E_PARA, "cannot be read"),
+        "malformed": ('{"server_list": [}', HCCL_E_PARA, "not valid JSON at line 1, column 18"),
+        "unfinished": (table([("0", "0")], status="building"), HCCL_E_PARA, "not \"completed\""),
+        "rank_twice": (table([("0", "0"), ("1", "0")]), HCCL_E_PARA, "rank_id 0 is listed twice"),
+        "device_twice": (table([("0", "0"), ("0", "1")]), HCCL_E_PARA, "device 0 of server 127.0.0.1 is listed twice"),
+        "gap": (table([("0", "0"), ("1", "2")]), HCCL_E_PARA, "rank 1 is missing"),
+        "not_a_number": (table([("0", "zero")]), HCCL_E_PARA, "rank_id is not a non-negative integer"),
+        "other_rank": (table([("0", "0")]), HCCL_E_PARA, "rank 3 is not in the rank table"),
+    }
+    two_servers = tmp_path / "two_servers.json"
+    two_servers.write_text(json.dumps({"status": "completed", "server_list": [
+        {"server_id": "a", "device": [{"device_id": "0", "rank_id": "0"}]},
+        {"server_id": "b", "device": [{"device_id": "0", "rank_id": "1"}]}]}))
+    cases = []
+    for name, (text, code, words) in bad.items():
+        path = tmp_path / f"{name}.json"
+        if text is not None:
+            path.write_text(text)
+        cases.append((str(path), 3 if name == "other_rank" else 0, code, words))
+    cases.append((str(two_servers), 0, HCCL_E_NOT_SUPPORT, "no transport between machines"))
+    outs = all_ok(run_ranks(runner, tmp_path, f"""
+        comm = ctypes.c_void_p()
+        if rank == 0:
+            for path, table_rank, code, words in {cases!r}:
+                rc = lib.HcclCommInitClusterInfo(path.encode(), table_rank, ctypes.byref(comm))
+                message = sim.err()
+                assert rc == code and words in message, (path, rc, message)
+            # The device the table gives rank 1 is not this thread's.
+            rc = lib.HcclCommInitClusterInfo({str(good)!r}.encode(), 1, ctypes.byref(comm))
+            assert rc == HCCL_E_PARA and "rank 1 is device 1" in sim.err(), rc
+        ok(lib.HcclCommInitClusterInfo({str(good)!r}.encode(), rank, ctypes.byref(comm)))
+        size = ctypes.c_uint32()
+        ok(lib.HcclGetRankSize(comm, ctypes.byref(size)))
+        p = upload([float(rank + 1)] * 3, "f")
+        ok(lib.HcclAllReduce(p, p, 3, HCCL_FP32, HCCL_SUM, comm, stream))
+        sim.sync()
+        print(size.value, download(p, 3, "f"))
+        ok(lib.HcclCommDestroy(comm))
+    """))
+    assert outs == ["2 [3.0, 3.0, 3.0]\n", "2 [3.0, 3.0, 3.0]\n"]

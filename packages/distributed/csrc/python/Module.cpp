@@ -18,9 +18,9 @@ PYBIND11_MODULE(_C, m) {
       m, "ProcessGroupHCCL",
       "The hccl backend of torch.distributed: collectives between npu devices, run as "
       "device work on a communicator stream of each device.")
-      .def(py::init<c10::intrusive_ptr<c10d::Store>, int, int, std::chrono::milliseconds>(),
+      .def(py::init<c10::intrusive_ptr<c10d::Store>, int, int, std::chrono::milliseconds, std::string>(),
            py::arg("store"), py::arg("rank"), py::arg("size"),
-           py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000),
+           py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000), py::arg("rank_table") = "",
            py::call_guard<py::gil_scoped_release>())
       .def("all_gather_into_tensor_uneven",
            &c10d_npu::ProcessGroupHCCL::allgather_into_tensor_uneven, py::arg("output"),

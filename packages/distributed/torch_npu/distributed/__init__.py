@@ -27,6 +27,7 @@ Loaded by torch_npu at import through the ``torch_npu.plugins`` entry point.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from datetime import timedelta
@@ -141,8 +142,33 @@ def reduce_scatter_tensor_uneven(output: torch.Tensor, input: torch.Tensor,
 def _create_process_group_hccl(store: dist.Store, rank: int, size: int,
                                timeout: timedelta) -> ProcessGroupHCCL:
     """torch.distributed's constructor hook for ``init_process_group("hccl")``
-    and ``new_group(backend="hccl")``."""
-    return ProcessGroupHCCL(store, rank, size, timeout)
+    and ``new_group(backend="hccl")``.
+
+    With ``RANK_TABLE_FILE`` set, the default group's communicator is made
+    from that HCCL rank table, as torch_npu does; groups made later (while
+    the default group exists) use a root info shared through the store."""
+    rank_table = os.environ.get("RANK_TABLE_FILE", "") if not dist.is_initialized() else ""
+    if rank_table:
+        _check_rank_table_size(rank_table, size)
+    return ProcessGroupHCCL(store, rank, size, timeout, rank_table)
+
+
+def _check_rank_table_size(path: str, size: int) -> None:
+    """A rank table listing another number of ranks than the group has would
+    make HCCL wait for ranks that never come: refuse it at once. (A table
+    that cannot be read, parsed or is not finished is left to HCCL, whose
+    error says where.)"""
+    try:
+        with open(path, encoding="utf-8") as f:
+            table = json.load(f)
+        listed = sum(len(server.get("device", [])) for server in table.get("server_list", []))
+        finished = table.get("status") == "completed"
+    except (OSError, ValueError, AttributeError, TypeError):
+        return
+    if finished and listed not in (0, size):
+        raise ValueError(f"ProcessGroupHCCL: the rank table {path!r} (RANK_TABLE_FILE) lists {listed} ranks, "
+                         f"but the process group has {size}: make the table list every rank of the job, "
+                         "or unset RANK_TABLE_FILE")
 
 
 def _initialize_plugin(torch_npu: ModuleType) -> None:
