@@ -64,6 +64,15 @@ def _ci_rows(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cann_row_skips(args: argparse.Namespace) -> int:
+    """Test folders a row that differs only in CANN skips (Note [What a CANN row runs])."""
+    from .cann_reach import tests_cann_rows_skip
+
+    for folder in tests_cann_rows_skip():
+        print(folder)
+    return 0
+
+
 def _record(args: argparse.Namespace) -> int:
     matrix = load()
     torch, cann, python = args.torch, args.cann, args.python
@@ -91,6 +100,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub.add_parser("check", help="fail when the tree disagrees with compat/").set_defaults(fn=_check)
     sub.add_parser("rows", help="print the rows as JSON").set_defaults(fn=_rows)
     sub.add_parser("ci-rows", help="print the nox sessions of the extra rows CI runs").set_defaults(fn=_ci_rows)
+    sub.add_parser("cann-row-skips", help="print the test folders of packages that never call CANN "
+                   "(rows that differ only in CANN skip them)").set_defaults(fn=_cann_row_skips)
     rec = sub.add_parser("record", help="record a passing run of a row, then render")
     rec.add_argument("--torch", required=True)
     rec.add_argument("--cann", required=True)

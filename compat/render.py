@@ -193,7 +193,10 @@ def render_doc(matrix: Matrix) -> str:
         "```",
         "",
         "A row whose torch cannot be obtained on the machine is reported as not run",
-        "(skipped), never as passed.",
+        "(skipped), never as passed. In CI (`./dev test`), a row that differs from the",
+        "default only in CANN skips the tests of the packages whose sources never call",
+        "CANN (`python -m compat cann-row-skips`, Note [What a CANN row runs] in",
+        "compat/cann_reach.py); the default row and other torch versions' rows run them.",
         "",
     ]
     return "\n".join(out)

@@ -274,3 +274,27 @@ def test_a_recorded_sweep_is_shown_and_goes_stale_with_the_suite(matrix, tmp_pat
         record_sweep("no_such_sweep", "2.13.0", "3.11", "x", "1 passed", {}, "2031-01-03", runs)
     matrix.sweeps.append({"sweep": "no_such_sweep"})
     assert any("no_such_sweep" in p for p in check_runs(matrix))
+
+
+def test_cann_rows_skip_only_packages_whose_sources_never_call_cann(tmp_path):
+    # Note [What a CANN row runs]: derived from the sources, on this tree...
+    from compat.cann_reach import first_cann_use, tests_cann_rows_skip
+
+    skipped = tests_cann_rows_skip()
+    assert "packages/ops/tests" in skipped
+    for package in ("core", "distributed", "graph"):
+        assert f"packages/{package}/tests" not in skipped
+        assert first_cann_use(ROOT / "packages" / package)
+    # ... and on a package that starts calling CANN, or asking about it.
+    for line in ("NPU_CHECK(acl::api().aclrtSynchronizeStream(s));",
+                 "if not _cann_features.feature_available('ipc_memory', v):",
+                 "HcclAllReduce(send, recv, n, t, op, comm, stream);"):
+        (tmp_path / "csrc").mkdir(exist_ok=True)
+        (tmp_path / "csrc" / "k.cpp").write_text(f"// a kernel\n{line}\n")
+        assert first_cann_use(tmp_path) == f"csrc/k.cpp:2: {line}"
+    # Its tests and build trees are not its sources.
+    (tmp_path / "csrc" / "k.cpp").write_text("int f();\n")
+    for folder in ("tests", "build"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "t.py").write_text("acl.api().aclrtMalloc\n")
+    assert first_cann_use(tmp_path) == ""
