@@ -4,7 +4,8 @@ class) that grows by mapping physical chunks at its end and gives its free
 end back at empty_cache, through CANN's virtual-memory functions (the
 simulator maps real pages at the reserved addresses), and gives the free
 chunks in its middle back before it grows (Note [Holes in expandable
-segments]).
+segments]) and, before any segment maps more, the free chunks of every
+segment whose stream is idle (Note [Reclaiming free chunks]).
 """
 
 from __future__ import annotations
@@ -214,6 +215,54 @@ def test_free_chunks_in_the_middle_are_given_back_before_the_segment_grows():
     del a, c, d, e, t
     torch.npu.empty_cache()
     assert reserved() == 0 and expandable_segments() == []
+
+
+def test_an_allocation_takes_the_mapped_end_of_a_free_block_with_holes():
+    a = filled(8 * MiB, 1)
+    b = filled(16 * MiB, 2)
+    c = filled(8 * MiB, 3)
+    del b
+    d = filled(20 * MiB, 4)  # b's chunks are unmapped before the segment grows
+    assert reserved() == 36 * MiB
+    del c  # one free block: b's 16 unmapped MiB, then c's 8 mapped ones
+    before = reserved()
+    e = filled(6 * MiB, 5)
+    # Carved from the block's mapped end: nothing is mapped for it.
+    assert e.data_ptr() == a.data_ptr() + 32 * MiB - 6 * MiB
+    assert reserved() == before
+    assert_consistent()
+    for t, value in ((a, 1), (d, 4), (e, 5)):
+        assert int(t.cpu().min()) == value and int(t.cpu().max()) == value
+
+
+def test_free_chunks_of_another_segment_are_given_back_before_mapping_more():
+    # Note [Reclaiming free chunks]: the small pool's segment gives its free
+    # chunks back when the large one needs memory, once its stream is idle.
+    small = [filled(512 * 1024, 1) for _ in range(12)]
+    assert reserved() == 6 * MiB
+    del small
+    torch.npu.synchronize()  # the stream is idle: nothing queued uses them
+    big = filled(20 * MiB, 2)
+    assert reserved() == 20 * MiB
+    assert_consistent()
+    # The small segment maps a chunk again when it needs one.
+    again = filled(512 * 1024, 3)
+    assert reserved() == 22 * MiB
+    assert_consistent()
+    assert int(big.cpu().min()) == 2 and int(again.cpu().max()) == 3
+
+
+def test_free_chunks_of_a_busy_stream_stay_mapped():
+    small = [filled(512 * 1024, 1) for _ in range(12)]
+    # Work queued after them may still use their memory: without draining
+    # the stream, their chunks are not given back.
+    torch.npu._sleep(torch.npu._cycles_per_ms() * 500)
+    del small
+    big = filled(20 * MiB, 2)
+    assert reserved() == 26 * MiB
+    torch.npu.synchronize()
+    assert int(big.cpu().max()) == 2
+    assert_consistent()
 
 
 def test_memory_another_stream_may_still_use_keeps_its_chunks():

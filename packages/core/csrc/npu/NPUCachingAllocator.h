@@ -60,10 +60,14 @@
 // physical memory, after draining the device as for fixed segments.
 // Note [Holes in expandable segments]: free memory in the middle gives its
 // physical memory back when the segment is about to grow: the whole chunks
-// inside free blocks (freed before a drain of the segment's stream, since
-// unmapping is not stream-ordered) are unmapped, leaving holes in the
-// address range, and a block taken for an allocation maps the holes it
-// touches first. A KV cache that grows token by token (each longer cache
+// inside free blocks (freed while the segment's stream is idle, or before
+// a drain of it, since unmapping is not stream-ordered) are unmapped,
+// leaving holes in the address range; a block taken for an allocation maps
+// the holes it touches first, and is carved from the end of its free block
+// that has fewer holes. Before any segment maps memory beyond what the
+// program has needed (1/32 over its peak), the free chunks of every segment
+// whose stream is idle go back as well (Note [Reclaiming free chunks] in
+// NPUCachingAllocator.cpp). A KV cache that grows token by token (each longer cache
 // allocated before the shorter one is freed) thus holds its live caches
 // plus less than a chunk per free block, instead of every cache size it
 // went through. Statistics count an expandable
