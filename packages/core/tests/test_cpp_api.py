@@ -3,14 +3,14 @@ programs): find_package(TorchNPUCore) and link torch_npu::torch_npu_core."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 import textwrap
 
+import pytest
 import torch
 
 import torch_npu
+from torch_npu.utils.cmake_build import CMakeBuildError, build_cmake_project
 
 PROGRAM = r"""
 #include <cstdio>
@@ -106,21 +106,8 @@ def _build(tmp_path, program: str, target: str):
     package; returns the executable."""
     (tmp_path / "main.cpp").write_text(program)
     (tmp_path / "CMakeLists.txt").write_text(textwrap.dedent(CMAKELISTS).replace("npu_cpp_user", target))
-    cmake = shutil.which("cmake", path=f"{sys.prefix}/bin") or shutil.which("cmake")
-    assert cmake, "cmake is a test requirement (./dev installs it)"
-    prefix = f"{torch_npu.cmake_prefix_path};{torch.utils.cmake_prefix_path}"
-    build = tmp_path / "build"
-    options = [f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release"]
-    if shutil.which("ninja", path=f"{sys.prefix}/bin"):
-        options += ["-G", "Ninja"]
-    if shutil.which("ccache"):
-        options.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
-    configure = subprocess.run([cmake, "-S", str(tmp_path), "-B", str(build), *options],
-                               capture_output=True, text=True)
-    assert configure.returncode == 0, configure.stdout + configure.stderr
-    compiled = subprocess.run([cmake, "--build", str(build)], capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
-    return build / target
+    return build_cmake_project(tmp_path, tmp_path / "build",
+                               [torch_npu.cmake_prefix_path, torch.utils.cmake_prefix_path], target)
 
 
 def test_libtorch_program_links_core_runtime(tmp_path):
@@ -155,3 +142,10 @@ def test_init_npu_and_finalize_npu(tmp_path):
     for case in ("after finalize", "init after finalize"):
         assert results[case].startswith(
             "The NPU runtime of this process was finalized (torch_npu::finalize_npu)"), case
+
+
+def test_a_failing_cmake_step_raises_with_cmake_output(tmp_path):
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.22)\nproject(p CXX)\n"
+                                             "find_package(NoSuchPackageForNpu REQUIRED)\n")
+    with pytest.raises(CMakeBuildError, match=r"configuring .* failed \(exit code 1\)(.|\n)*NoSuchPackageForNpu"):
+        build_cmake_project(tmp_path, tmp_path / "build", [torch_npu.cmake_prefix_path], "p")

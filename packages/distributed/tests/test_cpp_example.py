@@ -5,15 +5,14 @@ all-reduces across 2 processes with c10d_npu::ProcessGroupHCCL."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import torch_npu.distributed
+from torch_npu.utils.cmake_build import build_cmake_project
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cpp_allreduce"
 
@@ -22,22 +21,8 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cpp_allreduce"
 def example(tmp_path_factory) -> Path:
     """The example built in a temporary directory; only the distributed
     package's prefix is given, so its config has to find core's itself."""
-    cmake = shutil.which("cmake", path=f"{sys.prefix}/bin") or shutil.which("cmake")
-    assert cmake, "cmake is a test requirement (./dev installs it)"
-    build = tmp_path_factory.mktemp("cpp_allreduce")
-    options = [f"-DCMAKE_PREFIX_PATH={torch_npu.distributed.cmake_prefix_path}",
-               "-DCMAKE_BUILD_TYPE=Release"]
-    ninja = shutil.which("ninja", path=f"{sys.prefix}/bin")
-    if ninja:
-        options += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
-    if shutil.which("ccache"):
-        options.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
-    configure = subprocess.run([cmake, "-S", str(EXAMPLE), "-B", str(build), *options],
-                               capture_output=True, text=True)
-    assert configure.returncode == 0, configure.stdout + configure.stderr
-    compiled = subprocess.run([cmake, "--build", str(build)], capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
-    return build / "cpp_allreduce"
+    return build_cmake_project(EXAMPLE, tmp_path_factory.mktemp("cpp_allreduce"),
+                               [torch_npu.distributed.cmake_prefix_path], "cpp_allreduce")
 
 
 def _free_port() -> int:

@@ -4,11 +4,10 @@ kernels, from torch_npu::init_npu on (Note [The C++ runtime without Python])."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 
 import torch_npu.ops
+from torch_npu.utils.cmake_build import build_cmake_project
 
 PROGRAM = r"""
 #include <cstdio>
@@ -57,22 +56,10 @@ target_link_libraries(npu_kernels_user PRIVATE torch_npu::torch_npu_ops)
 def test_cpp_program_linking_the_ops_library_runs_npu_kernels(tmp_path):
     (tmp_path / "main.cpp").write_text(PROGRAM)
     (tmp_path / "CMakeLists.txt").write_text(CMAKELISTS)
-    cmake = shutil.which("cmake", path=f"{sys.prefix}/bin") or shutil.which("cmake")
-    assert cmake, "cmake is a test requirement (./dev installs it)"
-    build = tmp_path / "build"
     # Only this package's prefix: its config finds core's beside it.
-    options = [f"-DCMAKE_PREFIX_PATH={torch_npu.ops.cmake_prefix_path}", "-DCMAKE_BUILD_TYPE=Release"]
-    ninja = shutil.which("ninja", path=f"{sys.prefix}/bin")
-    if ninja:
-        options += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
-    if shutil.which("ccache"):
-        options.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
-    configure = subprocess.run([cmake, "-S", str(tmp_path), "-B", str(build), *options],
-                               capture_output=True, text=True)
-    assert configure.returncode == 0, configure.stdout + configure.stderr
-    compiled = subprocess.run([cmake, "--build", str(build)], capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
-    run = subprocess.run([str(build / "npu_kernels_user")], capture_output=True, text=True, timeout=120)
+    program = build_cmake_project(tmp_path, tmp_path / "build", [torch_npu.ops.cmake_prefix_path],
+                                  "npu_kernels_user")
+    run = subprocess.run([str(program)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.splitlines() == [
         "pointwise and reduction: ok",
