@@ -175,6 +175,31 @@ def test_graph_break():
     _check(fn, x, atol=1e-5, rtol=1e-5)
 
 
+@needs_mlir
+def test_exp_is_vectorised_and_keeps_special_values():
+    # Note [Vectorised exp in MLIR kernels]: f32 exp is arithmetic in the
+    # kernel, not libm calls; about 1 ulp from ATen's, and right at the edges.
+    edges = [0.0, -0.0, 1.0, 88.72, 88.73, 1000.0, -87.4, -100.0, -104.0, float("inf"), -float("inf"), float("nan")]
+    x = torch.cat([torch.randn(4096) * 30, torch.tensor(edges)]).to("npu")
+    compiled = torch.compile(lambda x: x.exp())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", npu_compile.NPUKernelFallbackWarning)
+        actual = compiled(x).cpu()
+    expected = x.cpu().exp()
+    torch.testing.assert_close(actual, expected, rtol=2.5e-7, atol=2e-45, equal_nan=True)
+    library = sorted(glob.glob(os.path.join(npu_compile.kernel_cache_dir(), "*.so")), key=os.path.getmtime)[-1]
+    with open(library, "rb") as f:
+        assert b"expf" not in f.read()
+
+
+@needs_mlir
+def test_float_reciprocal_of_zero_is_inf():
+    # torch-mlir asserts a non-zero divisor before a reciprocal; for floats
+    # torch says 1 / 0 is inf, and the kernel must neither abort nor differ.
+    x = torch.tensor([0.0, -0.0, 2.0, -4.0], device="npu")
+    _check(lambda x: torch.reciprocal(x) * 2, x)
+
+
 def test_eager_backend_option():
     x = _npu(10)
     codes = _check(lambda x: x.sigmoid() * x, x, options={"npu_backend": "eager"})

@@ -6,7 +6,10 @@ gives memrefs with the identity layout (contiguous tensors), results become
 output arguments (buffer-results-to-out-params) and temporaries are freed
 (buffer-deallocation-pipeline); linalg becomes affine loops, which
 affine-super-vectorize vectorises (8 lanes), then everything is lowered to
-the LLVM dialect. MLIR's ExecutionEngine compiles it at -O3 and dumps the
+the LLVM dialect. Before the passes, f32 ``exp`` is spelled out in
+arithmetic that vectorises and float reciprocals lose an assert that
+would stop the vectoriser (_vectorizable.py, Note [Vectorised exp in MLIR
+kernels]). MLIR's ExecutionEngine compiles it at -O3 and dumps the
 object file, which is linked into a shared library in the cache directory.
 
 Parallel lowering (scf.parallel to OpenMP or the async runtime) is not used:
@@ -40,6 +43,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ._vectorizable import drop_float_reciprocal_asserts, expand_f32_exp
+
 PIPELINE = (
     "builtin.module("
     "func.func(linalg-fuse-elementwise-ops,math-expand-ops),"
@@ -52,6 +57,8 @@ PIPELINE = (
     "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-arith-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
 )
+# Rewrites of the imported module before PIPELINE (part of the cache key).
+REWRITES = ("vector-exp-1", "drop-float-reciprocal-asserts-1")
 _FUNC = "kernel"
 _lock = threading.Lock()
 
@@ -96,7 +103,7 @@ class CompiledKernel:
 
 
 def _key(source: str, geometry: Sequence[Any]) -> str:
-    text = json.dumps([source, [str(g) for g in geometry], PIPELINE, torch_mlir_version()])
+    text = json.dumps([source, [str(g) for g in geometry], PIPELINE, REWRITES, torch_mlir_version()])
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
@@ -145,6 +152,8 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
         with module.context:
             for op in module.body.operations:
                 op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            expand_f32_exp(module)
+            drop_float_reciprocal_asserts(module)
             PassManager.parse(PIPELINE).run(module.operation)
         engine = ExecutionEngine(module, opt_level=3, enable_object_dump=True)
         engine.dump_to_object_file(object_path)
