@@ -86,6 +86,8 @@ def test_defaults():
     assert set(s["roundup_power2_divisions"]) == {0}
     assert s["base_addr_aligned_kb"] == 16
     assert s["page_size"] is None
+    assert s["segment_size"] is None
+    assert s["large_segment_size"] == 20 * MiB
 
 
 @pytest.mark.parametrize(
@@ -100,6 +102,9 @@ def test_defaults():
         ("base_addr_aligned_kb:0", "base_addr_aligned_kb", 0),
         ("base_addr_aligned_kb:16", "base_addr_aligned_kb", 16),
         ("page_size:1g", "page_size", GiB),
+        ("segment_size_mb:128", "segment_size", 128 * MiB),
+        ("segment_size_mb:1", "segment_size", MiB),
+        ("large_segment_size_mb:40", "large_segment_size", 40 * MiB),
         (" max_split_size_mb : 32 ", "max_split_size", 32 * MiB),  # spaces around
         ("max_split_size_mb:32,", "max_split_size", 32 * MiB),  # trailing comma
         ("max_split_size_mb:32,max_split_size_mb:64", "max_split_size", 64 * MiB),  # last wins
@@ -173,6 +178,11 @@ BAD_SETTINGS = [
     ("base_addr_aligned_kb:-1", "base_addr_aligned_kb"),
     ("page_size:2m", "page_size"),
     ("page_size:1G", "page_size"),
+    ("segment_size_mb:0", "segment_size_mb"),
+    ("segment_size_mb:2.5", "segment_size_mb"),
+    ("segment_size_mb:9999999", "segment_size_mb"),
+    ("large_segment_size_mb:0", "large_segment_size_mb"),
+    ("large_segment_size_mb:big", "large_segment_size_mb"),
     ("expandable_segments:True,max_split_size_mb:32", "expandable_segments"),
     ("garbage_collection_threshold:0.5,expandable_segments:True", "garbage_collection_threshold"),
 ]
@@ -189,7 +199,8 @@ def test_unknown_key_lists_the_keys():
     with pytest.raises(RuntimeError) as info:
         parse("max_split:32")
     for key in ("expandable_segments", "max_split_size_mb", "garbage_collection_threshold",
-                "roundup_power2_divisions", "base_addr_aligned_kb", "page_size"):
+                "roundup_power2_divisions", "base_addr_aligned_kb", "page_size", "segment_size_mb",
+                "large_segment_size_mb"):
         assert key in str(info.value)
 
 
@@ -455,3 +466,50 @@ def test_base_addr_aligned_kb_aligns_large_blocks():
         assert blocks[small.data_ptr()] == 1024
     finally:
         memory._set_allocator_settings("base_addr_aligned_kb:16")
+
+
+# ---- segment sizes (torch_npu's segment_size_mb and large_segment_size_mb) ----
+
+
+@pytest.fixture
+def settings_restored():
+    before = memory._get_allocator_settings()
+    gc.collect()
+    torch.npu.synchronize()
+    torch.npu.empty_cache()
+    try:
+        yield torch.npu.memory_reserved()
+    finally:
+        gc.collect()
+        torch.npu.synchronize()
+        torch.npu.empty_cache()
+        memory._set_allocator_settings(
+            f"expandable_segments:{before['expandable_segments']},"
+            f"large_segment_size_mb:{before['large_segment_size'] // MiB}")
+        assert memory._get_allocator_settings()["large_segment_size"] == before["large_segment_size"]
+
+
+def test_segment_size_mb_makes_an_expandable_segment_grow_by_that_much(settings_restored):
+    memory._set_allocator_settings("expandable_segments:True,segment_size_mb:128")
+    x = torch.empty((2, 1024, 1024), device="npu", dtype=torch.float32)  # 8 MiB
+    assert torch.npu.memory_reserved() - settings_restored == 128 * MiB
+    y = torch.empty((2, 1024, 1024), device="npu", dtype=torch.float32)  # from the same growth
+    assert torch.npu.memory_reserved() - settings_restored == 128 * MiB
+    assert y.data_ptr() == x.data_ptr() + 8 * MiB
+    del x, y
+    # The small pool keeps the granularity.
+    memory._set_allocator_settings("segment_size_mb:2")
+    assert memory._get_allocator_settings()["segment_size"] == 2 * MiB
+
+
+def test_large_segment_size_mb_sizes_the_segment_of_a_mid_sized_request(settings_restored):
+    memory._set_allocator_settings("expandable_segments:False,large_segment_size_mb:40")
+    x = torch.empty(5 * MiB, dtype=torch.uint8, device="npu")
+    assert torch.npu.memory_reserved() - settings_restored == 40 * MiB
+    del x
+    torch.npu.empty_cache()
+    # A request above it gets a segment of its own size (in 2 MiB steps).
+    memory._set_allocator_settings("large_segment_size_mb:4")
+    y = torch.empty(7 * MiB, dtype=torch.uint8, device="npu")
+    assert torch.npu.memory_reserved() - settings_restored == 8 * MiB
+    del y

@@ -23,7 +23,9 @@ constexpr size_t kOneGiB = 1024 * kMiB;
 
 constexpr const char* kKeys =
     "expandable_segments, max_split_size_mb, garbage_collection_threshold, "
-    "roundup_power2_divisions, base_addr_aligned_kb, page_size";
+    "roundup_power2_divisions, base_addr_aligned_kb, page_size, segment_size_mb, large_segment_size_mb";
+// Segment sizes beyond this many MiB (1 TiB) are certainly a typo.
+constexpr uint64_t kMaxSegmentSizeMb = 1024 * 1024;
 
 std::string trim(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\n\r");
@@ -180,6 +182,12 @@ void apply_entry(const std::string& source, const std::string& key, const std::s
       bad_value(source, key, "1g (huge pages of 1 GiB; the only size torch_npu supports)", value);
     }
     s.page_size = kOneGiB;
+  } else if (key == "segment_size_mb" || key == "large_segment_size_mb") {
+    const auto mb = parse_unsigned(value);
+    if (!mb || *mb == 0 || *mb > kMaxSegmentSizeMb) {
+      bad_value(source, key, "an integer number of MiB from 1 to 1048576", value);
+    }
+    (key == "segment_size_mb" ? s.segment_size : s.large_segment_size) = static_cast<size_t>(*mb) * kMiB;
   } else {
     TORCH_CHECK(false, source, ": unknown key '", key, "' (in '", key, ":", value, "'); the keys are ", kKeys);
   }

@@ -50,6 +50,18 @@
 //                                       expandable large-pool segments map
 //                                       1 GiB chunks. Only `1g` is
 //                                       accepted, as in torch_npu.
+//   segment_size_mb:N                   N >= 1 (MiB): with expandable
+//                                       segments, a large-pool segment
+//                                       grows by at least N MiB at a time
+//                                       (rounded up to the runtime's
+//                                       granularity, 2 MiB). torch_npu's
+//                                       key; its default is 20, ours the
+//                                       granularity (maps no more than a
+//                                       request needs).
+//   large_segment_size_mb:N             N >= 1 (MiB), default 20: the fixed
+//                                       segment a large-pool request below
+//                                       10 MiB takes (at least the request
+//                                       rounded up to 2 MiB).
 //
 // An unknown key or a bad value raises c10::Error naming the key and what
 // it accepts, and leaves the settings as they were. Like torch_npu,
@@ -83,6 +95,8 @@ struct TORCH_NPU_API AllocatorSettings {
   Divisions roundup_power2_divisions{};
   size_t base_addr_aligned_kb = 16;
   size_t page_size = 0; // bytes of a large-pool segment granule; 0: default
+  size_t segment_size = 0; // bytes an expandable large-pool segment grows by at least; 0: granularity
+  size_t large_segment_size = 20 * 1024 * 1024; // fixed segment of large-pool requests below 10 MiB
 
   // Divisions that apply to a request of `size` bytes.
   uint32_t divisions_for(size_t size) const;

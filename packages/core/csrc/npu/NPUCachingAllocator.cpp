@@ -255,8 +255,9 @@ size_t round_size(size_t size, uint32_t divisions) {
 }
 
 // `page_size` (page_size:1g) is the granule of large-pool segments; 0 for
-// the default sizes.
-size_t segment_size_for(size_t size, size_t page_size) {
+// the default sizes. `large_segment` (large_segment_size_mb) is the segment
+// of large-pool requests below kMinLargeAlloc.
+size_t segment_size_for(size_t size, size_t page_size, size_t large_segment) {
   if (size <= kSmallSize) {
     return kSmallBuffer;
   }
@@ -264,7 +265,7 @@ size_t segment_size_for(size_t size, size_t page_size) {
     return page_size * ((size + page_size - 1) / page_size);
   }
   if (size < kMinLargeAlloc) {
-    return kLargeBuffer;
+    return std::max(large_segment, kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge));
   }
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
@@ -1072,7 +1073,7 @@ class DeviceCachingAllocator {
         return block;
       }
     }
-    const size_t segment_size = segment_size_for(size, page_size_);
+    const size_t segment_size = segment_size_for(size, page_size_, large_segment_size_);
     // Not while a capture is underway: draining the device would end it.
     if (C10_UNLIKELY(gc_threshold_ > 0.0) && allowed_maximum_ != std::numeric_limits<size_t>::max() &&
         captures_underway_.empty()) {
@@ -1207,7 +1208,9 @@ class DeviceCachingAllocator {
       const bool last_free = last != nullptr && !last->allocated && last->event_count == 0 &&
           last->stream_uses.empty();
       const size_t have = last_free ? last->size : 0;
-      const size_t grow = segment.chunk * ((size - have + segment.chunk - 1) / segment.chunk);
+      // segment_size_mb: large-pool segments grow by at least that much.
+      const size_t least = pool.is_small ? 0 : expandable_growth_;
+      const size_t grow = segment.chunk * ((std::max(size - have, least) + segment.chunk - 1) / segment.chunk);
       if (grow > segment.reserved - segment.mapped) {
         return nullptr;
       }
@@ -1888,6 +1891,8 @@ class DeviceCachingAllocator {
     divisions_ = settings.roundup_power2_divisions;
     gc_threshold_ = settings.garbage_collection_threshold;
     page_size_ = settings.page_size;
+    expandable_growth_ = settings.segment_size;
+    large_segment_size_ = settings.large_segment_size;
     large_block_alignment_ = settings.base_addr_aligned_kb * 1024;
     expandable_segments_ = settings.expandable_segments;
     if (max_split != max_split_size_) {
@@ -2005,6 +2010,8 @@ class DeviceCachingAllocator {
   size_t max_split_size_ = AllocatorSettings::kUnlimited;
   double gc_threshold_ = 0.0;
   size_t page_size_ = 0;
+  size_t expandable_growth_ = 0; // segment_size_mb: least growth of a large-pool expandable segment
+  size_t large_segment_size_ = kLargeBuffer; // large_segment_size_mb
   size_t large_block_alignment_ = 16 * 1024; // base_addr_aligned_kb
   bool expandable_segments_ = false;
 };

@@ -30,6 +30,8 @@ py::dict settings_dict(const AllocatorSettings& s) {
                                                         s.roundup_power2_divisions.end());
   d["base_addr_aligned_kb"] = s.base_addr_aligned_kb;
   d["page_size"] = s.page_size == 0 ? py::object(py::none()) : py::int_(s.page_size);
+  d["segment_size"] = s.segment_size == 0 ? py::object(py::none()) : py::int_(s.segment_size);
+  d["large_segment_size"] = s.large_segment_size;
   return d;
 }
 

@@ -379,7 +379,8 @@ def _set_allocator_settings(settings: str) -> None:
     ``settings`` has the form of ``PYTORCH_NPU_ALLOC_CONF``: comma-separated
     ``key:value`` entries (``expandable_segments``, ``max_split_size_mb``,
     ``garbage_collection_threshold``, ``roundup_power2_divisions``,
-    ``base_addr_aligned_kb``, ``page_size``), parsed over the current
+    ``base_addr_aligned_kb``, ``page_size``, ``segment_size_mb``,
+    ``large_segment_size_mb``), parsed over the current
     settings, so keys it does not name keep their values. The allocators of
     every device take the new settings for their next requests; memory
     already cached stays where it is. An unknown key or a bad value raises
