@@ -20,6 +20,8 @@ static_assert(static_cast<uint32_t>(Kind::Memset) == NPU_SIM_ACTIVITY_MEMSET);
 namespace {
 
 std::atomic<bool> g_recording{false};
+std::atomic<bool> g_forward_kineto_correlation{false};
+std::atomic<bool> g_kineto_plugin{false};
 
 std::mutex g_host_mutex;
 std::vector<Record> g_host_records; // behind g_host_mutex
@@ -46,6 +48,22 @@ void enable(bool on) {
 
 bool is_enabled() {
   return g_recording.load(std::memory_order_relaxed);
+}
+
+void forward_kineto_correlation(bool on) {
+  g_forward_kineto_correlation.store(on, std::memory_order_relaxed);
+}
+
+bool forwarding_kineto_correlation() {
+  return g_forward_kineto_correlation.load(std::memory_order_relaxed);
+}
+
+void note_kineto_plugin_registered() {
+  g_kineto_plugin.store(true, std::memory_order_relaxed);
+}
+
+bool kineto_plugin_registered() {
+  return g_kineto_plugin.load(std::memory_order_relaxed);
 }
 
 void record_host(Record record) {

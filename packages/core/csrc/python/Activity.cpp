@@ -63,6 +63,9 @@ void bind_activity(py::module_& m) {
   // rank and peer_rank (collectives: the communicator's size, this rank and
   // the point-to-point peer or -1; 0, 0, -1 otherwise).
   m.def("_activity_flush", &flush_records);
+  // Note [Kineto correlation for torch_npu.profiler]
+  m.def("_activity_forward_kineto_correlation", &activity::forward_kineto_correlation, py::arg("on"));
+  m.def("_activity_kineto_plugin_registered", &activity::kineto_plugin_registered);
 }
 
 } // namespace c10_npu::python

@@ -158,9 +158,16 @@ def build_model(run: RawRun) -> RunModel:
     if common.get("with_stack") or common.get("with_modules"):
         _attach_call_stacks(ops, python_frames)
     _nest(ops)
-    core_ops = [dict(op, start_ns=op["start_ns"] + offset_ns, end_ns=op["end_ns"] + offset_ns)
-                for op in run.host_ops]
-    op_of_correlation = _link(ops, core_ops)
+    if info["start_info"].get("correlation") == "kineto":
+        # Note [Kineto correlation for torch_npu.profiler]: torch's op events
+        # carry the ids themselves; they stand in for core's host ops.
+        core_ops = [{"name": op.name, "correlation_id": op.args["External id"], "os_thread_id": op.tid,
+                     "start_ns": op.start_ns, "end_ns": op.end_ns} for op in ops if op.args.get("External id")]
+        op_of_correlation = {op.args["External id"]: op for op in ops if op.args.get("External id")}
+    else:
+        core_ops = [dict(op, start_ns=op["start_ns"] + offset_ns, end_ns=op["end_ns"] + offset_ns)
+                    for op in run.host_ops]
+        op_of_correlation = _link(ops, core_ops)
     steps = _steps(core_ops) or _steps(
         [{"name": op.name, "start_ns": op.start_ns, "end_ns": op.end_ns} for op in ops])
     stream_handles: dict[tuple[int, int], int] = {}
