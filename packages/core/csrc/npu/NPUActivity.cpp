@@ -96,7 +96,7 @@ std::vector<Record> flush() {
       records.push_back(Record{
           r.name != nullptr ? r.name : "(unnamed)", static_cast<Kind>(r.kind),
           static_cast<c10::DeviceIndex>(r.deviceId), r.stream, r.workId, r.correlationId, r.startNs,
-          r.endNs, r.bytes, std::string(), 0, r.rankCount, r.rank, r.peerRank});
+          r.endNs, r.bytes, std::string(), 0, r.rankCount, r.rank, r.peerRank, r.waitNs, r.syncNs});
     }
   } while (count == batch.size());
   std::vector<Record> host;

@@ -66,6 +66,10 @@ struct Record {
   uint32_t rank_count = 0;
   uint32_t rank = 0;
   int32_t peer_rank = -1;
+  // Collectives: how long this rank waited for its peers, in all and before
+  // any data moved (Note [Collective wait times] in simulator/collective_comm.h).
+  int64_t wait_ns = 0;
+  int64_t sync_ns = 0;
 };
 
 // Whether the loaded runtime records activity.

@@ -42,6 +42,8 @@ py::list flush_records() {
     d["rank_count"] = r.rank_count;
     d["rank"] = r.rank;
     d["peer_rank"] = r.peer_rank;
+    d["wait_ns"] = r.wait_ns;
+    d["sync_ns"] = r.sync_ns;
     out.append(std::move(d));
   }
   return out;

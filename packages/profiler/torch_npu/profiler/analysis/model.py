@@ -63,6 +63,10 @@ class DeviceItem:
     rank_count: int = 0
     rank: int = 0
     peer_rank: int = -1
+    # Collectives: of the item's time, how long this rank waited for its peers
+    # in all, and before any data moved (core's Note [Collective wait times]).
+    wait_ns: int = 0
+    sync_ns: int = 0
 
     @property
     def dur_ns(self) -> int:
@@ -190,7 +194,8 @@ def build_model(run: RawRun) -> RunModel:
                 correlation_id=record["correlation_id"], start_ns=record["start_ns"] + offset_ns,
                 end_ns=record["end_ns"] + offset_ns, bytes=record["bytes"],
                 rank_count=record.get("rank_count", 0), rank=record.get("rank", 0),
-                peer_rank=record.get("peer_rank", -1))
+                peer_rank=record.get("peer_rank", -1), wait_ns=record.get("wait_ns", 0),
+                sync_ns=record.get("sync_ns", 0))
             item.op = op_of_correlation.get(item.correlation_id)
             if item.op is not None:
                 item.op.device_items.append(item)
