@@ -1,5 +1,8 @@
 """One collection window: torch's profiler (Kineto) for the host side, core's
-device activity records and host-op correlation ids for the device side.
+device activity records for the device side, linked by correlation ids:
+Kineto's own when torch's profiler runs (Note [Kineto correlation for
+torch_npu.profiler], in core's NPUActivity.h: each op is recorded once),
+else core's host-op callback's (Note [Host op correlation ids]).
 
 Only one window may be open per process: device activity recording is a
 process-wide switch.
