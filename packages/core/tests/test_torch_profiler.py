@@ -229,6 +229,43 @@ def test_a_collector_already_recording_keeps_the_records(capfd):
         torch_npu._C._activity_flush()
 
 
+def test_a_collector_asking_for_kinetos_ids_gets_them(tmp_path, capfd):
+    # Note [Kineto correlation for torch_npu.profiler]: the collector owns
+    # the records; the plugin only pushes Kineto's ids, which are the ops'
+    # "External id" in torch's trace.
+    C = torch_npu._C
+    assert C._activity_kineto_plugin_registered()
+    x = torch.ones(4, device="npu")
+    torch.npu.synchronize()
+    C._activity_flush()
+    C._activity_enable(True)
+    C._activity_forward_kineto_correlation(True)
+    try:
+        with profile(activities=NPU) as prof:
+            x * 3
+            torch.npu.synchronize()
+        records = [r for r in C._activity_flush() if r["name"] == "aten::mul"]
+    finally:
+        C._activity_forward_kineto_correlation(False)
+        C._activity_enable(False)
+        C._activity_flush()
+    assert "already being collected" not in capfd.readouterr().err
+    assert device_events(prof) == []  # the collector's, not the trace's
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    (op,) = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::mul"]
+    (record,) = records
+    assert record["correlation_id"] == op["args"]["External id"] != 0
+    # Without forwarding asked for, the ops push nothing any more.
+    C._activity_enable(True)
+    try:
+        x * 4
+        torch.npu.synchronize()
+        assert [r["correlation_id"] for r in C._activity_flush() if r["name"] == "aten::mul"] == [0]
+    finally:
+        C._activity_enable(False)
+
+
 @pytest.mark.parametrize("use_kineto", [False, True])
 def test_autograd_profiler_with_use_device_npu(use_kineto):
     x = torch.randn(64, 64, device="npu")

@@ -20,24 +20,40 @@ BANDWIDTH_INFO = ["Transit Time(ms)", "Transit Size(MB)", "Bandwidth(GB/s)", "La
 MATRIX_LINK_INFO = ["Transport Type", "Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)"]
 
 RANK_SCRIPT = """\
-import os, sys, warnings
+import os, sys, time, warnings
 warnings.filterwarnings("ignore", category=FutureWarning)
 import torch, torch_npu
 import torch.distributed as dist
-from torch_npu.profiler import profile, schedule, tensorboard_trace_handler
+from torch_npu.profiler import _ExperimentalConfig, profile, schedule, tensorboard_trace_handler
 rank, world = int(sys.argv[1]), int(sys.argv[2])
 torch.npu.set_device(rank)
 dist.init_process_group("hccl", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=world)
 x = torch.ones(256, 64).npu()
+os.makedirs(sys.argv[4], exist_ok=True)
 with profile(schedule=schedule(wait=0, active=2, repeat=1, skip_first=1), record_shapes=True,
+             experimental_config=_ExperimentalConfig(data_simplification=False),
              on_trace_ready=tensorboard_trace_handler(os.path.join(sys.argv[4], f"rank{rank}"))) as prof:
-    for _ in range(4):
+    for step in range(4):
         y = (x * (rank + 1)).relu()
         dist.all_reduce(y)
         gathered = torch.empty(512, 64).npu()
         dist.all_gather_into_tensor(gathered, y)
         assert gathered[0, 0].item() == 3.0
-        dist.broadcast(y, src=0)
+        # Rank 1 comes to the broadcast LATE_S after rank 0 launched it (rank 0
+        # notes when, on the records' clock): rank 0 waits for it.
+        marker = os.path.join(sys.argv[4], f"broadcast{step}")
+        if rank == 0:
+            dist.broadcast(y, src=0)
+            with open(marker + ".tmp", "w") as f:
+                f.write(str(time.monotonic_ns()))
+            os.rename(marker + ".tmp", marker)
+        else:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(marker):
+                assert time.monotonic() < deadline, "rank 0 never launched the broadcast"
+                time.sleep(0.001)
+            time.sleep(LATE_S)
+            dist.broadcast(y, src=0)
         if rank == 0:
             dist.send(y[:16], dst=1)
         else:
@@ -47,9 +63,12 @@ dist.destroy_process_group()
 """
 
 
+LATE_S = 0.1  # how late rank 1 comes to each broadcast
+
+
 def run_ranks(tmp_path: Path, world: int = 2) -> Path:
     script = tmp_path / "rank.py"
-    script.write_text(textwrap.dedent(RANK_SCRIPT))
+    script.write_text(f"LATE_S = {LATE_S}\n" + textwrap.dedent(RANK_SCRIPT))
     out = tmp_path / "out"
     procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(world), str(tmp_path / "store"),
                                str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -91,7 +110,12 @@ def test_two_ranks_write_communication_json(ranks_output):
                 time_info = op["Communication Time Info"]
                 assert list(time_info) == TIME_INFO
                 assert time_info["Elapse Time(ms)"] > 0
-                assert time_info["Transit Time(ms)"] == time_info["Elapse Time(ms)"]
+                # The elapse splits into waiting for the peer (its first
+                # wait: synchronization) and moving data.
+                assert 0 <= time_info["Synchronization Time(ms)"] <= time_info["Wait Time(ms)"]
+                assert abs(time_info["Transit Time(ms)"] + time_info["Wait Time(ms)"]
+                           - time_info["Elapse Time(ms)"]) < 2e-6
+                assert time_info["Transit Time(ms)"] > 0 and time_info["Idle Time(ms)"] == 0
                 bandwidth = op["Communication Bandwidth Info"]
                 assert sorted(bandwidth) == sorted(["RDMA", "HCCS", "PCIE", "SDMA", "SIO"])
                 for entry in bandwidth.values():
@@ -144,3 +168,32 @@ def test_two_ranks_write_communication_matrix_json(ranks_output):
                     assert link["Transport Type"] == "HCCS"
                     assert link["Transit Time(ms)"] > 0 and link["Bandwidth(GB/s)"] > 0
             assert collective[f"hcom_allReduce__{n}"][f"{rank}-{1 - rank}"]["Transit Size(MB)"] == 0.0625
+
+
+def test_wait_times_are_how_long_a_rank_waited_for_its_peer(ranks_output):
+    # Core's Note [Collective wait times]: rank 1 came to each broadcast
+    # LATE_S after rank 0 had launched it (at `launched`, CLOCK_MONOTONIC as
+    # the records): rank 0's broadcast waited at least that long, less any
+    # delay before its own worker began it.
+    results = {rank: next((ranks_output / f"rank{rank}").glob("*_ascend_pt")) for rank in range(2)}
+    records = {rank: [r for r in json.loads((result / "FRAMEWORK" / "device_activity.json").read_text())
+                      if r["name"] == "HcclBroadcast"] for rank, result in results.items()}
+    assert len(records[0]) == len(records[1]) == 2
+    for step, (early, late) in enumerate(zip(records[0], records[1])):
+        launched = int((ranks_output / f"broadcast{step + 1}").read_text())  # steps 1, 2 are recorded
+        own_delay = max(0, early["start_ns"] - launched)
+        assert early["sync_ns"] >= LATE_S * 1e9 - own_delay
+        assert early["wait_ns"] >= early["sync_ns"]
+        assert early["end_ns"] - early["start_ns"] >= early["wait_ns"]
+        # The late rank hardly waited, at least much less than it was late.
+        assert late["sync_ns"] < early["sync_ns"]
+        communication = json.loads((results[0] / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+        info = communication[f"step{step + 1}"]["collective"][f"hcom_broadcast__{step}"]["Communication Time Info"]
+        assert info["Synchronization Time(ms)"] == round(early["sync_ns"] / 1e6, 6)
+        assert info["Wait Time(ms)"] == round(early["wait_ns"] / 1e6, 6)
+        assert info["Wait Time Ratio"] > 0 and info["Synchronization Time Ratio"] > 0
+    # Every other collective's records carry wait times too (0 <= sync <= wait <= elapse).
+    for rank, result in results.items():
+        for r in json.loads((result / "FRAMEWORK" / "device_activity.json").read_text()):
+            if r["name"].startswith("Hccl"):
+                assert 0 <= r["sync_ns"] <= r["wait_ns"] <= r["end_ns"] - r["start_ns"], r

@@ -218,6 +218,35 @@ def test_offline_analyse_reproduces_the_online_output(tmp_path):
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
 
 
+def test_kernels_link_to_the_same_ops_whichever_side_numbers_them(monkeypatch):
+    # Note [Kineto correlation for torch_npu.profiler]: with CPU and NPU
+    # activity, torch's profiler numbers the ops and core records none;
+    # core's own host-op callback (the path of builds without the Kineto
+    # plugin) links every device item to an op of the same name.
+    from torch_npu.profiler.collector import Collector
+
+    def launches(prof):
+        model = build_model(prof.raw_run)
+        assert model.device_items and all(item.op is not None for item in model.device_items)
+        return [(item.name, item.op.name, item.step) for item in model.device_items]
+
+    def run():
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU],
+                     schedule=schedule(wait=1, active=2, repeat=1), on_trace_ready=lambda p: None) as prof:
+            train(prof, 4)
+        return prof
+
+    by_kineto = run()
+    assert by_kineto.raw_run.info["start_info"]["correlation"] == "kineto"
+    assert by_kineto.raw_run.host_ops == []
+    monkeypatch.setattr(Collector, "_kineto_numbers_ops", property(lambda self: False))
+    by_core = run()
+    assert by_core.raw_run.info["start_info"]["correlation"] == "host_ops"
+    assert by_core.raw_run.host_ops
+    assert launches(by_kineto) == launches(by_core)
+    assert {step for _, _, step in launches(by_kineto)} == {1, 2}
+
+
 def test_npu_activity_alone_gives_the_device_files(tmp_path):
     with profile(activities=[ProfilerActivity.NPU], on_trace_ready=tensorboard_trace_handler(tmp_path)):
         torch.ones(64, device="npu").mul_(2)

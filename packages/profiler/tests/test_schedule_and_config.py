@@ -54,7 +54,8 @@ def test_on_trace_ready_runs_when_each_active_cycle_ends():
 
     def handler(prof):
         ready_at.append(prof.step_num)
-        names = [op["name"] for op in prof.raw_run.host_ops if op["name"].startswith("ProfilerStep#")]
+        events = prof.raw_run.torch_trace["traceEvents"]
+        names = [e["name"] for e in events if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")]
         recorded_steps.append(sorted(int(n.split("#")[1]) for n in names))
 
     x = torch.ones(8, device="npu")

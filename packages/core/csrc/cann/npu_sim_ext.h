@@ -96,6 +96,13 @@ typedef struct npuSimActivityRecord {
   uint32_t rankCount;
   uint32_t rank;
   int32_t peerRank;
+  // Collectives: of the time between startNs and endNs, how long this rank
+  // waited for its peers in all (waitNs) and, of that, before any data moved
+  // (syncNs: the wait for every rank to arrive, or for a point-to-point
+  // peer's first handshake). Note [Collective wait times] in
+  // simulator/collective_comm.h. 0 for other work.
+  int64_t waitNs;
+  int64_t syncNs;
 } npuSimActivityRecord;
 
 // Turns recording on (non-zero) or off; records kept so far stay.

@@ -20,6 +20,8 @@ static_assert(static_cast<uint32_t>(Kind::Memset) == NPU_SIM_ACTIVITY_MEMSET);
 namespace {
 
 std::atomic<bool> g_recording{false};
+std::atomic<bool> g_forward_kineto_correlation{false};
+std::atomic<bool> g_kineto_plugin{false};
 
 std::mutex g_host_mutex;
 std::vector<Record> g_host_records; // behind g_host_mutex
@@ -46,6 +48,22 @@ void enable(bool on) {
 
 bool is_enabled() {
   return g_recording.load(std::memory_order_relaxed);
+}
+
+void forward_kineto_correlation(bool on) {
+  g_forward_kineto_correlation.store(on, std::memory_order_relaxed);
+}
+
+bool forwarding_kineto_correlation() {
+  return g_forward_kineto_correlation.load(std::memory_order_relaxed);
+}
+
+void note_kineto_plugin_registered() {
+  g_kineto_plugin.store(true, std::memory_order_relaxed);
+}
+
+bool kineto_plugin_registered() {
+  return g_kineto_plugin.load(std::memory_order_relaxed);
 }
 
 void record_host(Record record) {
@@ -78,7 +96,7 @@ std::vector<Record> flush() {
       records.push_back(Record{
           r.name != nullptr ? r.name : "(unnamed)", static_cast<Kind>(r.kind),
           static_cast<c10::DeviceIndex>(r.deviceId), r.stream, r.workId, r.correlationId, r.startNs,
-          r.endNs, r.bytes, std::string(), 0, r.rankCount, r.rank, r.peerRank});
+          r.endNs, r.bytes, std::string(), 0, r.rankCount, r.rank, r.peerRank, r.waitNs, r.syncNs});
     }
   } while (count == batch.size());
   std::vector<Record> host;

@@ -66,6 +66,10 @@ struct Record {
   uint32_t rank_count = 0;
   uint32_t rank = 0;
   int32_t peer_rank = -1;
+  // Collectives: how long this rank waited for its peers, in all and before
+  // any data moved (Note [Collective wait times] in simulator/collective_comm.h).
+  int64_t wait_ns = 0;
+  int64_t sync_ns = 0;
 };
 
 // Whether the loaded runtime records activity.
@@ -86,6 +90,23 @@ TORCH_NPU_API void record_host(Record record);
 // The calling thread's correlation ids; pop returns the id pushed last.
 TORCH_NPU_API void push_correlation_id(uint64_t id);
 TORCH_NPU_API uint64_t pop_correlation_id();
+
+// Note [Kineto correlation for torch_npu.profiler]
+// torch_npu.profiler owns the records (it enabled them) and runs torch's
+// profiler for the host ops. Rather than a second RecordFunction callback
+// of its own (NPUHostOpActivity.h), it can let torch's profiler number the
+// ops: with ProfilerActivity.PrivateUse1 in that profiler, Kineto calls the
+// npu plugin's pushCorrelationId/popCorrelationId around every op, with the
+// id the op's event carries as "External id" in torch's trace. A plugin
+// session that starts while recording is on and forwarding is asked for
+// pushes those ids onto the runtime's correlation stack and collects
+// nothing itself (NPUKinetoProfiler.cpp); otherwise a session that finds
+// recording on stays empty. kineto_plugin_registered() says whether this
+// build has the plugin at all.
+TORCH_NPU_API void forward_kineto_correlation(bool on);
+TORCH_NPU_API bool forwarding_kineto_correlation();
+TORCH_NPU_API void note_kineto_plugin_registered();
+TORCH_NPU_API bool kineto_plugin_registered();
 
 // Takes every record made so far, the runtime's and the host's, ordered by
 // end time. Work still queued records when it runs: synchronise first to

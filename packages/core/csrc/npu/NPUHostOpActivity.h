@@ -15,6 +15,9 @@
 // threads); torch_npu.profiler matches these HostOps to Kineto's op events
 // by thread, name and start time. Off (the default), no callback is
 // registered: ops pay nothing. Switch it on and off on the same thread.
+// torch_npu.profiler uses it only when torch's profiler does not number the
+// ops itself (Note [Kineto correlation for torch_npu.profiler], NPUActivity.h):
+// NPU activity without CPU activity, or a build without the Kineto plugin.
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,10 @@
 //   activity records], NPUActivity.h) and samples the offset from the
 //   records' steady clock to torch's Unix-epoch clock. If recording is
 //   already on (torch_npu.profiler collecting), the session stays empty and
-//   says so in errors(): one collector owns the records at a time.
+//   says so in errors(): one collector owns the records at a time; unless
+//   that collector asked for Kineto's correlation ids (Note [Kineto
+//   correlation for torch_npu.profiler], NPUActivity.h): then the session
+//   only forwards them.
 // - pushCorrelationId/popCorrelationId: Kineto calls them around every host
 //   op on the op's thread; they go to the runtime's correlation stack, so
 //   each work item carries the id of the innermost op that launched it.
@@ -116,6 +119,11 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
       errors_.emplace_back("the loaded NPU runtime records no device activity; the trace has host ops only");
       return;
     }
+    if (activity::is_enabled() && activity::forwarding_kineto_correlation()) {
+      forwarding_.store(true, std::memory_order_release);
+      status_ = libkineto::TraceStatus::RECORDING;
+      return;
+    }
     if (activity::is_enabled()) {
       errors_.emplace_back(
           "device activity is already being collected (torch_npu.profiler?); this trace has no NPU "
@@ -138,6 +146,10 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
   }
 
   void stop() override {
+    if (forwarding_.exchange(false, std::memory_order_acq_rel)) {
+      status_ = libkineto::TraceStatus::PROCESSING;
+      return;
+    }
     if (!recording_.exchange(false, std::memory_order_acq_rel)) {
       return;
     }
@@ -219,13 +231,13 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
   }
 
   void pushCorrelationId(uint64_t id) override {
-    if (recording_.load(std::memory_order_acquire)) {
+    if (recording_.load(std::memory_order_acquire) || forwarding_.load(std::memory_order_acquire)) {
       activity::push_correlation_id(id);
     }
   }
 
   void popCorrelationId() override {
-    if (recording_.load(std::memory_order_acquire)) {
+    if (recording_.load(std::memory_order_acquire) || forwarding_.load(std::memory_order_acquire)) {
       try {
         activity::pop_correlation_id();
       } catch (const c10::Error&) {
@@ -252,6 +264,9 @@ class NPUActivityProfilerSession final : public libkineto::IActivityProfilerSess
 
   const bool live_;
   std::atomic<bool> recording_{false};
+  // Pushing Kineto's correlation ids for torch_npu.profiler, which owns the
+  // records.
+  std::atomic<bool> forwarding_{false};
   int64_t started_ns_ = 0; // steady clock
   int64_t clock_offset_ns_ = 0;
   std::vector<activity::Record> records_;
@@ -293,6 +308,7 @@ class NPUActivityProfiler final : public libkineto::IActivityProfiler {
 
 struct RegisterNPUActivityProfiler {
   RegisterNPUActivityProfiler() {
+    activity::note_kineto_plugin_registered();
     torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(
         []() -> std::unique_ptr<libkineto::IActivityProfiler> { return std::make_unique<NPUActivityProfiler>(); });
   }

@@ -42,6 +42,8 @@ py::list flush_records() {
     d["rank_count"] = r.rank_count;
     d["rank"] = r.rank;
     d["peer_rank"] = r.peer_rank;
+    d["wait_ns"] = r.wait_ns;
+    d["sync_ns"] = r.sync_ns;
     out.append(std::move(d));
   }
   return out;
@@ -63,6 +65,9 @@ void bind_activity(py::module_& m) {
   // rank and peer_rank (collectives: the communicator's size, this rank and
   // the point-to-point peer or -1; 0, 0, -1 otherwise).
   m.def("_activity_flush", &flush_records);
+  // Note [Kineto correlation for torch_npu.profiler]
+  m.def("_activity_forward_kineto_correlation", &activity::forward_kineto_correlation, py::arg("on"));
+  m.def("_activity_kineto_plugin_registered", &activity::kineto_plugin_registered);
 }
 
 } // namespace c10_npu::python

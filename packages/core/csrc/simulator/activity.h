@@ -42,6 +42,8 @@ struct CollectiveDetail {
   uint32_t rank_count = 0;
   uint32_t rank = 0;
   int32_t peer = -1;
+  int64_t wait_ns = 0; // Note [Collective wait times] (collective_comm.h)
+  int64_t sync_ns = 0;
 };
 
 // Called by running collective work on its worker thread.

@@ -643,10 +643,24 @@ template <typename Ready, typename Late>
 HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watched,
                                double timeout_seconds, Late&& late, std::string* why) {
   CommRegion& region = *region_;
+  // Note [Collective wait times]
+  const auto entered = timing_waits_ ? Clock::now() : Clock::time_point{};
+  auto arrived = [&] {
+    if (timing_waits_) {
+      const int64_t waited =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - entered).count();
+      waits_.wait_ns += waited;
+      if (!waited_) {
+        waits_.sync_ns = waited;
+        waited_ = true;
+      }
+    }
+    return HCCL_SUCCESS;
+  };
   // Peers usually arrive within microseconds of each other: spin first (a
   // futex sleep and wake-up costs tens of microseconds on a VM).
   if (spinUntil(ready, kMeetingSpin)) {
-    return HCCL_SUCCESS;
+    return arrived();
   }
   const auto start = Clock::now();
   const auto deadline = std::isinf(timeout_seconds)
@@ -657,7 +671,7 @@ HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watch
   for (;;) {
     const uint32_t bell = region.bell.load();
     if (ready()) {
-      return HCCL_SUCCESS;
+      return arrived();
     }
     if (const uint32_t culprit = region.failed_rank.load(); culprit != 0) {
       *why = "rank " + std::to_string(culprit - 1) + " of the communicator failed (HCCL error " +

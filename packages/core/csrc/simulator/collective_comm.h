@@ -133,6 +133,30 @@ class Communicator {
   // send fails both ranks.
   HcclResult exchange(const std::vector<PeerMessage>& messages, std::string* why);
 
+  // Note [Collective wait times]
+  // While device activity is recorded, the work running a collective (or
+  // point-to-point batch) asks the communicator to time its waits: every
+  // wait for peers (a meeting, a channel handshake) adds the time from
+  // entering it until the peers were there to `wait_ns`; the first wait of
+  // the work is also its `sync_ns`: for a collective, the wait at its first
+  // meeting, before any rank reads another's data (the ranks' arrival skew
+  // as this rank saw it). A rank that arrives late waits little; its peers
+  // wait about as long as it was late. The record of the work carries both
+  // (npuSimActivityRecord waitNs/syncNs), and the profiler reports them as
+  // communication.json's Wait and Synchronization Time. Not timed (no clock
+  // read) while recording is off. Stream worker only, as meetings_.
+  struct WaitTimes {
+    int64_t wait_ns = 0;
+    int64_t sync_ns = 0;
+  };
+  // Starts timing the waits of the next work from zero (on), or stops.
+  void timeWaits(bool on) {
+    timing_waits_ = on;
+    waits_ = WaitTimes{};
+    waited_ = false;
+  }
+  WaitTimes waitTimes() const { return waits_; }
+
  private:
   Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
                double exec_timeout, std::string exec_timeout_origin);
@@ -190,6 +214,10 @@ class Communicator {
   // The collective under way (kind 0 before the first); stream worker only.
   CollectiveDescriptor current_{};
   bool checked_ = false; // current_ was checked against the other ranks'
+  // Note [Collective wait times]; stream worker only.
+  bool timing_waits_ = false;
+  bool waited_ = false; // a wait of the current work was timed (sync_ns is set)
+  WaitTimes waits_;
   std::atomic<HcclResult> error_{HCCL_SUCCESS};
   mutable std::mutex abort_mutex_;
   std::string abort_reason_; // guarded by abort_mutex_

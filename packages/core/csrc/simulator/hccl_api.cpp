@@ -236,12 +236,17 @@ HcclResult launch(const char* api, aclrtStream stream, std::shared_ptr<Communica
   work.ctx = new Closure{api, std::move(comm), traffic, std::move(body)};
   work.run = [](void* ctx) -> aclError {
     auto* closure = static_cast<Closure*>(ctx);
-    if (activity::enabled()) {
-      activity::setRunningCollective({closure->traffic.bytes, closure->comm->size(),
-                                      closure->comm->rank(), closure->traffic.peer});
-    }
+    const bool recording = activity::enabled();
+    closure->comm->timeWaits(recording);
     std::string why;
-    if (closure->body(*closure->comm, &why) == HCCL_SUCCESS) {
+    const HcclResult result = closure->body(*closure->comm, &why);
+    if (recording) {
+      const Communicator::WaitTimes waits = closure->comm->waitTimes();
+      activity::setRunningCollective({closure->traffic.bytes, closure->comm->size(),
+                                      closure->comm->rank(), closure->traffic.peer, waits.wait_ns,
+                                      waits.sync_ns});
+    }
+    if (result == HCCL_SUCCESS) {
       return ACL_SUCCESS;
     }
     const Communicator& comm = *closure->comm;

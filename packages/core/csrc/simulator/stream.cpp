@@ -384,6 +384,8 @@ void recordActivity(const Stream& stream, uint32_t kind, const char* name, uint6
     record.rankCount = collective->rank_count;
     record.rank = collective->rank;
     record.peerRank = collective->peer;
+    record.waitNs = collective->wait_ns;
+    record.syncNs = collective->sync_ns;
   }
   record.name = name;
   record.kind = kind;

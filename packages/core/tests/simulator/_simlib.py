@@ -113,7 +113,8 @@ class ActivityRecord(Structure):
     _fields_ = [("name", c_char_p), ("kind", ctypes.c_uint32), ("deviceId", c_int32), ("stream", c_void_p),
                 ("workId", c_uint64), ("correlationId", c_uint64), ("startNs", ctypes.c_int64),
                 ("endNs", ctypes.c_int64), ("bytes", c_uint64), ("rankCount", ctypes.c_uint32),
-                ("rank", ctypes.c_uint32), ("peerRank", c_int32)]
+                ("rank", ctypes.c_uint32), ("peerRank", c_int32), ("waitNs", ctypes.c_int64),
+                ("syncNs", ctypes.c_int64)]
 
 
 class NpuSimMemAccess(Structure):

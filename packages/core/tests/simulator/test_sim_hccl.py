@@ -525,7 +525,9 @@ def test_collectives_are_device_work_on_the_stream(runner, tmp_path):
 def test_collective_activity_records_carry_bytes_and_ranks(runner, tmp_path):
     # Note [Collective activity records]: bytes is the call's count x element
     # size; rankCount and rank name the communicator; peerRank the other rank
-    # of a send or receive, -1 for the others.
+    # of a send or receive, -1 for the others. Note [Collective wait times]:
+    # a collective's waits for its peer fit in its time, the first one
+    # (synchronization) in the total; other work has none.
     outs = all_ok(run_ranks(runner, tmp_path, """
         assert lib.npuSimActivityEnable(1) == 0
         p = upload([rank + 1.0] * 10, "d")
@@ -545,8 +547,10 @@ def test_collective_activity_records_carry_bytes_and_ranks(runner, tmp_path):
         for r in records[:count.value]:
             if r.name.startswith(b"Hccl"):
                 print(r.name.decode(), r.kind, r.bytes, r.rankCount, r.rank, r.peerRank)
+                assert 0 <= r.syncNs <= r.waitNs <= r.endNs - r.startNs, r.name
             else:
                 assert (r.rankCount, r.peerRank) == (0, -1), r.name  # copies: not collectives
+                assert (r.waitNs, r.syncNs) == (0, 0), r.name
     """))
     assert outs[0].splitlines() == ["HcclAllReduce 1 80 2 0 -1", "HcclAllGather 1 80 2 0 -1",
                                     "HcclSend 1 12 2 0 1", "HcclBarrier 1 0 2 0 -1"]

@@ -1,5 +1,8 @@
 """One collection window: torch's profiler (Kineto) for the host side, core's
-device activity records and host-op correlation ids for the device side.
+device activity records for the device side, linked by correlation ids:
+Kineto's own when torch's profiler runs (Note [Kineto correlation for
+torch_npu.profiler], in core's NPUActivity.h: each op is recorded once),
+else core's host-op callback's (Note [Host op correlation ids]).
 
 Only one window may be open per process: device activity recording is a
 process-wide switch.
@@ -102,11 +105,24 @@ class Collector:
             if _open_window is self:
                 _open_window = None
 
+    @property
+    def _kineto_numbers_ops(self) -> bool:
+        """Whether torch's profiler gives the host ops their correlation ids
+        (Note [Kineto correlation for torch_npu.profiler]): it runs, with the
+        npu Kineto plugin, and the device is recorded. Otherwise core's own
+        host-op callback numbers them (Note [Host op correlation ids])."""
+        C = torch_npu._C
+        return (self._cpu and self._npu and C._activity_is_available()
+                and C._activity_kineto_plugin_registered())
+
     def prepare(self) -> None:
         self._claim()
         if self._cpu and self._kineto is None:
+            activities = {TorchActivity.CPU}
+            if self._kineto_numbers_ops:
+                activities.add(TorchActivity.PrivateUse1)
             try:
-                self._kineto = torch.profiler._KinetoProfile(activities={TorchActivity.CPU}, **self._options)
+                self._kineto = torch.profiler._KinetoProfile(activities=activities, **self._options)
                 self._kineto.prepare_trace()
             except BaseException:
                 self._kineto = None
@@ -136,13 +152,19 @@ class Collector:
                 _synchronize_devices()
                 C._activity_flush()
                 C._activity_flush_host_ops()
-                C._activity_record_host_ops(True)
+                if self._kineto_numbers_ops:
+                    C._activity_forward_kineto_correlation(True)
+                else:
+                    C._activity_record_host_ops(True)
             if self._npu:
                 C._activity_enable(True)
             self._start_info = {
                 "start_monotonic_ns": time.monotonic_ns(),
                 "realtime_minus_monotonic_ns": _clock_offset_ns(),
                 "thread": threading.get_native_id(),
+                # Where the device records' correlation ids come from (Note
+                # [Profiler raw data]).
+                "correlation": "kineto" if self._kineto_numbers_ops else "host_ops",
             }
             if self._kineto is not None:
                 self._kineto.start_trace()
@@ -155,6 +177,8 @@ class Collector:
         C = torch_npu._C
         if C._activity_recording_host_ops():
             C._activity_record_host_ops(False)
+        if C._activity_is_available():
+            C._activity_forward_kineto_correlation(False)
         if self._npu:
             C._activity_enable(False)
         self._unclaim()

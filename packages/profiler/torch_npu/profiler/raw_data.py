@@ -15,7 +15,11 @@ four sources, written as they are into a result directory
   (absent without ProfilerActivity.CPU);
 - ``FRAMEWORK/host_ops.json``: core's host ops (Note [Host op correlation
   ids]) and ``FRAMEWORK/device_activity.json``: core's device activity records
-  (Note [Device activity records]) of the window.
+  (Note [Device activity records]) of the window. When torch's profiler
+  numbered the ops (Note [Kineto correlation for torch_npu.profiler];
+  ``start_info.correlation == "kineto"`` in profiler_info.json), the device
+  records carry the "External id" of torch's op events and host_ops.json is
+  an empty list: the ops are recorded once, by torch's profiler.
 
 Everything under ``ASCEND_PROFILER_OUTPUT/`` is computed from these alone
 (torch_npu.profiler.analysis), online by the trace handler or offline by

@@ -8,10 +8,13 @@ the layout Ascend documents for a rank's ASCEND_PROFILER_OUTPUT.
                "p2p": {...}}}
 
 What the simulator's records hold decides what is measured: each collective
-is one device item (its start and end on the communicator's stream), with
-no breakdown into transfers and waits (CANN's Notify_Wait and Memcpy
-sub-tasks). So Elapse Time is measured; Transit Time is the whole elapse,
-and Wait, Synchronization and Idle Time are 0. Sizes are the record's bytes
+is one device item (its start and end on the communicator's stream) that
+also states how long the rank waited for its peers, in all and before any
+data moved (core's Note [Collective wait times]; CANN measures the same from
+its Notify_Wait sub-tasks). So Elapse Time is the item's; Wait Time the
+waits, of which Synchronization Time the first; Transit Time the rest (the
+data movement; bandwidth is computed from it); Idle Time 0. Records without
+wait times (older raw data) count the whole elapse as transit. Sizes are the record's bytes
 (the HCCL call's count x element size, Note [Collective activity records]
 in core's simulator/activity.h). Records without bytes (CANN, older raw
 data) fall back to the launching c10d op's input tensor's shape and dtype
@@ -119,10 +122,13 @@ def _empty_bandwidth() -> dict[str, Any]:
 
 
 def _op_info(model: RunModel, item: DeviceItem) -> dict[str, Any]:
-    elapse_ms = item.dur_ns / 1e6
-    transit_ms, wait_ms, sync_ms = elapse_ms, 0.0, 0.0
+    wait_ns = min(max(item.wait_ns, 0), item.dur_ns)
+    sync_ns = min(max(item.sync_ns, 0), wait_ns)
+    transit_ns = item.dur_ns - wait_ns
+    elapse_ms, transit_ms = item.dur_ns / 1e6, transit_ns / 1e6
+    wait_ms, sync_ms = round(wait_ns / 1e6, 6), round(sync_ns / 1e6, 6)
     bandwidth = {transport: _empty_bandwidth() for transport in TRANSPORTS}
-    bandwidth[SIMULATED_TRANSPORT] = _bandwidth_entry(transit_bytes(model, item), item.dur_ns)
+    bandwidth[SIMULATED_TRANSPORT] = _bandwidth_entry(transit_bytes(model, item), transit_ns)
     return {
         "Communication Time Info": {
             "Start Timestamp(us)": round(item.start_ns / 1000, 3),
@@ -130,9 +136,9 @@ def _op_info(model: RunModel, item: DeviceItem) -> dict[str, Any]:
             "Transit Time(ms)": round(transit_ms, 6),
             "Wait Time(ms)": wait_ms,
             "Synchronization Time(ms)": sync_ms,
-            "Idle Time(ms)": round(elapse_ms - transit_ms - wait_ms, 6),
-            "Wait Time Ratio": 0.0,
-            "Synchronization Time Ratio": 0.0,
+            "Idle Time(ms)": round(max(elapse_ms - transit_ms - wait_ms, 0.0), 6),
+            "Wait Time Ratio": round(wait_ns / (wait_ns + transit_ns), 4) if wait_ns + transit_ns else 0.0,
+            "Synchronization Time Ratio": round(sync_ns / (sync_ns + transit_ns), 4) if sync_ns + transit_ns else 0.0,
         },
         "Communication Bandwidth Info": bandwidth,
     }

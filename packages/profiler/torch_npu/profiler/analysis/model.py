@@ -63,6 +63,10 @@ class DeviceItem:
     rank_count: int = 0
     rank: int = 0
     peer_rank: int = -1
+    # Collectives: of the item's time, how long this rank waited for its peers
+    # in all, and before any data moved (core's Note [Collective wait times]).
+    wait_ns: int = 0
+    sync_ns: int = 0
 
     @property
     def dur_ns(self) -> int:
@@ -158,9 +162,16 @@ def build_model(run: RawRun) -> RunModel:
     if common.get("with_stack") or common.get("with_modules"):
         _attach_call_stacks(ops, python_frames)
     _nest(ops)
-    core_ops = [dict(op, start_ns=op["start_ns"] + offset_ns, end_ns=op["end_ns"] + offset_ns)
-                for op in run.host_ops]
-    op_of_correlation = _link(ops, core_ops)
+    if info["start_info"].get("correlation") == "kineto":
+        # Note [Kineto correlation for torch_npu.profiler]: torch's op events
+        # carry the ids themselves; they stand in for core's host ops.
+        core_ops = [{"name": op.name, "correlation_id": op.args["External id"], "os_thread_id": op.tid,
+                     "start_ns": op.start_ns, "end_ns": op.end_ns} for op in ops if op.args.get("External id")]
+        op_of_correlation = {op.args["External id"]: op for op in ops if op.args.get("External id")}
+    else:
+        core_ops = [dict(op, start_ns=op["start_ns"] + offset_ns, end_ns=op["end_ns"] + offset_ns)
+                    for op in run.host_ops]
+        op_of_correlation = _link(ops, core_ops)
     steps = _steps(core_ops) or _steps(
         [{"name": op.name, "start_ns": op.start_ns, "end_ns": op.end_ns} for op in ops])
     stream_handles: dict[tuple[int, int], int] = {}
@@ -183,7 +194,8 @@ def build_model(run: RawRun) -> RunModel:
                 correlation_id=record["correlation_id"], start_ns=record["start_ns"] + offset_ns,
                 end_ns=record["end_ns"] + offset_ns, bytes=record["bytes"],
                 rank_count=record.get("rank_count", 0), rank=record.get("rank", 0),
-                peer_rank=record.get("peer_rank", -1))
+                peer_rank=record.get("peer_rank", -1), wait_ns=record.get("wait_ns", 0),
+                sync_ns=record.get("sync_ns", 0))
             item.op = op_of_correlation.get(item.correlation_id)
             if item.op is not None:
                 item.op.device_items.append(item)
