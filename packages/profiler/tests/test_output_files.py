@@ -119,6 +119,19 @@ def test_csv_columns_level1(level1):
     assert read_csv(out / "operator_memory.csv")[0] == OPERATOR_MEMORY
 
 
+def test_operator_details_keeps_its_columns_without_shapes_or_stacks(tmp_path):
+    # Readers index this table by position (TensorBoard's profiler plugin
+    # does): the columns stay, their cells are empty.
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU],
+                 on_trace_ready=tensorboard_trace_handler(tmp_path)):
+        torch.ones(4, device="npu").relu()
+    (result,) = tmp_path.iterdir()
+    header, rows = read_csv(result / "ASCEND_PROFILER_OUTPUT" / "operator_details.csv")
+    assert header == OPERATOR_DETAILS
+    relu = next(row for row in rows if row["Name"] == "aten::relu")
+    assert relu["Input Shapes"] == relu["Call Stack"] == "" and float(relu["Device Self Duration(us)"]) > 0
+
+
 def test_csv_columns_level0_has_fewer_kernel_columns(level0):
     header, rows = read_csv(level0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
     assert header == KERNEL_LEVEL0 and rows

@@ -16,6 +16,8 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -77,6 +79,10 @@ def result_dir(logdir) -> Path:
 
 @pytest.fixture(scope="module")
 def plugin(logdir) -> TorchProfilerPlugin:
+    return loaded_plugin(logdir)
+
+
+def loaded_plugin(logdir: Path) -> TorchProfilerPlugin:
     """The plugin, after it found and loaded every run under logdir."""
     plugin = TorchProfilerPlugin(base_plugin.TBContext(logdir=str(logdir)))
     deadline = time.monotonic() + LOAD_TIMEOUT_S
@@ -159,19 +165,92 @@ def test_trace_view_and_operator_tree_have_the_steps(plugin):
 
 
 def test_plugin_parser_logs_no_error(result_dir, tmp_path, caplog):
-    """The parser behind every view, in this process: the plugin reports
-    format problems only through its log."""
+    assert_parses_without_complaint(result_dir, tmp_path, caplog)
+
+
+def assert_parses_without_complaint(result_dir: Path, cache_dir: Path, caplog) -> None:
+    """Runs the parser behind every view in this process: the plugin reports
+    format problems (a missing column, a row it cannot read) only through its
+    log, and drops the data."""
     caplog.set_level(logging.WARNING, logger=tb_consts.PLUGIN_NAME)
+    caplog.clear()
     worker, span = result_dir.name.removesuffix("_ascend_pt").rsplit("_", 1)
-    data = RunProfileData.parse_npu(worker, span, str(result_dir / "ASCEND_PROFILER_OUTPUT"), str(tmp_path))
+    data = RunProfileData.parse_npu(worker, span, str(result_dir / "ASCEND_PROFILER_OUTPUT"), str(cache_dir))
     assert data.has_trace and data.has_kernel and data.has_operator_view
     profile_run = RunGenerator(worker, span, data, "Ascend").generate_run_profile()
-    assert profile_run.kernel_table["data"]["rows"]
+    assert profile_run.kernel_table["data"]["rows"] and profile_run.operation_table_by_name["data"]
     problems = [r.getMessage() for r in caplog.records if r.name == tb_consts.PLUGIN_NAME]
-    assert problems == []
+    assert problems == [], result_dir.name
 
 
 def only_worker_and_span(plugin) -> tuple[str, str]:
     (worker,) = get(plugin, "/workers", run=RUN, view="Operator")
     (span,) = get(plugin, "/spans", run=RUN, worker=worker)
     return worker, span
+
+
+RANK_SCRIPT = """\
+import sys, warnings
+warnings.filterwarnings("ignore", category=FutureWarning)
+import torch, torch_npu
+import torch.distributed as dist
+from torch_npu.profiler import profile, schedule, tensorboard_trace_handler
+rank, store, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+torch.npu.set_device(rank)
+dist.init_process_group("hccl", init_method=f"file://{store}", rank=rank, world_size=2)
+x = torch.ones(64, 32).npu()
+handler = tensorboard_trace_handler(out, worker_name=f"rank{rank}")
+with profile(schedule=schedule(wait=0, active=2, repeat=1), on_trace_ready=handler) as prof:
+    for _ in range(2):
+        y = (x * (rank + 1)).relu()
+        dist.all_reduce(y)
+        prof.step()
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture(scope="module")
+def distributed_logdir(tmp_path_factory) -> Path:
+    """Two ranks profiled into one run directory, as a multi-rank job writes it."""
+    root = tmp_path_factory.mktemp("tb_dist")
+    script = root / "rank.py"
+    script.write_text(RANK_SCRIPT)
+    procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(root / "store"), str(root / "logs" / RUN)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    try:
+        for rank, proc in enumerate(procs):
+            stdout, stderr = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"rank {rank} failed:\n{stdout}\n{stderr}"
+    finally:
+        for proc in procs:
+            proc.kill()
+    return root / "logs"
+
+
+def test_distributed_view_reads_both_ranks(distributed_logdir, tmp_path, caplog):
+    # These ranks ran without record_shapes and with_stack: operator_details.csv
+    # still has Ascend's nine columns (its Input Shapes and Call Stack empty).
+    for result_dir in (distributed_logdir / RUN).iterdir():
+        assert_parses_without_complaint(result_dir, tmp_path, caplog)
+    plugin = loaded_plugin(distributed_logdir)
+    views = get(plugin, "/views", run=RUN)["views"]
+    assert "Distributed" in views
+    ranks = sorted(p.name.removesuffix("_ascend_pt").rsplit("_", 1)[0] for p in (distributed_logdir / RUN).iterdir())
+    assert get(plugin, "/workers", run=RUN, view="Operator") == ranks
+    # The frontend asks for the workers of a view, then for their spans.
+    assert get(plugin, "/workers", run=RUN, view="Distributed") == ["All"]
+    (span,) = get(plugin, "/spans", run=RUN, worker="All")
+    # Computing, overlapped, communication (not overlapped), free: from
+    # step_trace_time.csv, per worker.
+    overlap = get(plugin, "/distributed/overlap", run=RUN, span=span)["data"]["all"]
+    assert sorted(overlap) == ranks
+    assert all(values[0] > 0 and values[2] > 0 for values in overlap.values())
+    # Transit and synchronization time, and the operations table: from
+    # communication.json.
+    wait = get(plugin, "/distributed/waittime", run=RUN, span=span)["data"]["all"]
+    assert sorted(wait) == ranks and all(transit > 0 for transit, _ in wait.values())
+    ops = get(plugin, "/distributed/commops", run=RUN, span=span)["data"]
+    for rank in ranks:
+        names = [row[0] for row in ops[rank]["rows"]]
+        allreduce = next(row for row in ops[rank]["rows"] if "allReduce" in row[0])
+        assert allreduce[1] == 2 and allreduce[2] > 0, names

@@ -76,10 +76,13 @@ def _device_totals(op: HostOp, core_only: bool) -> tuple[int, int]:
 def operator_details(model: RunModel) -> Table:
     record_shapes = bool(model.common_config.get("record_shapes"))
     with_stack = bool(model.common_config.get("with_stack") or model.common_config.get("with_modules"))
-    header = ["Name"] + (["Input Shapes"] if record_shapes else []) + (["Call Stack"] if with_stack else [])
-    header += ["Host Self Duration(us)", "Host Total Duration(us)", "Device Self Duration(us)",
-               "Device Total Duration(us)", "Device Self Duration With AICore(us)",
-               "Device Total Duration With AICore(us)"]
+    # Ascend writes all nine columns whatever was recorded, leaving Input
+    # Shapes and Call Stack empty when record_shapes/with_stack were off:
+    # readers index the columns by position (TensorBoard's profiler plugin
+    # skips every row of a shorter table, leaving its Operator view empty).
+    header = ["Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)",
+              "Device Self Duration(us)", "Device Total Duration(us)", "Device Self Duration With AICore(us)",
+              "Device Total Duration With AICore(us)"]
     rows = []
     for op in model.host_ops:
         if op.category != "cpu_op":
@@ -87,11 +90,8 @@ def operator_details(model: RunModel) -> Table:
         host_self = op.dur_ns - sum(child.dur_ns for child in op.children)
         device_self, device_total = _device_totals(op, core_only=False)
         core_self, core_total = _device_totals(op, core_only=True)
-        row: list[object] = [op.name]
-        if record_shapes:
-            row.append(_shapes(op.args.get("Input Dims")))
-        if with_stack:
-            row.append(";".join(op.call_stack))
+        row: list[object] = [op.name, _shapes(op.args.get("Input Dims")) if record_shapes else "",
+                             ";".join(op.call_stack) if with_stack else ""]
         row += [_us(max(0, host_self)), _us(op.dur_ns), _us(device_self), _us(device_total), _us(core_self),
                 _us(core_total)]
         rows.append(row)
