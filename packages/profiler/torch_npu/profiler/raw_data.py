@@ -3,7 +3,7 @@
 Note [Profiler raw data]
 A collection (one active window of ``torch_npu.profiler.profile``) keeps
 four sources, written as they are into a result directory
-``{worker}_{pid}_{timestamp}_ascend_pt/``:
+``{worker_name}_{timestamp}_ascend_pt/`` (worker name ``{hostname}_{pid}`` by default):
 
 - ``profiler_info.json``: the configuration, the clocks (start and end, on
   CLOCK_MONOTONIC and as CLOCK_REALTIME - CLOCK_MONOTONIC offsets), pid,

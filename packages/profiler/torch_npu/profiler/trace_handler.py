@@ -1,5 +1,6 @@
 """``torch_npu.profiler.tensorboard_trace_handler``: writes each recording
-into its own ``{worker}_{pid}_{timestamp}_ascend_pt`` directory."""
+into its own ``{worker_name}_{timestamp}_ascend_pt`` directory, the worker
+name being ``{hostname}_{pid}`` unless given (as Ascend documents)."""
 
 from __future__ import annotations
 
@@ -20,15 +21,21 @@ if TYPE_CHECKING:
 _MAX_WORKER_NAME_LENGTH = 226
 
 
-def _result_dir(base: Path, worker_name: str | None) -> Path:
-    worker = f"{worker_name or socket.gethostname()}_{os.getpid()}"
+def _make_result_dir(base: Path, worker_name: str | None) -> Path:
+    """Creates and returns a new result directory under ``base``."""
+    worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
     stamp = datetime.now().strftime("%Y%m%d%H%M%S%f")[:-3]
-    path = base / f"{worker}_{stamp}_ascend_pt"
-    suffix = 1
-    while path.exists():  # two recordings within one millisecond
-        path = base / f"{worker}_{stamp}{suffix}_ascend_pt"
-        suffix += 1
-    return path
+    suffix = 0
+    while True:
+        # Two recordings of one worker name within a millisecond (in this
+        # process or another): the later takes a suffix. mkdir decides, so
+        # two processes never share a directory.
+        path = base / f"{worker}_{stamp}{suffix or ''}_ascend_pt"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            suffix += 1
 
 
 def tensorboard_trace_handler(dir_name: str | os.PathLike[str] | None = None, worker_name: str | None = None,
@@ -59,8 +66,7 @@ def tensorboard_trace_handler(dir_name: str | os.PathLike[str] | None = None, wo
             return
         try:
             base.mkdir(parents=True, exist_ok=True)
-            result_dir = _result_dir(base, worker_name)
-            result_dir.mkdir()
+            result_dir = _make_result_dir(base, worker_name)
             write_raw(run, result_dir)
             if analyse_flag:
                 write_output(run, result_dir)
