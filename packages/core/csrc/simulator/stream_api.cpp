@@ -185,11 +185,21 @@ aclError streamWaitEvent(aclrtStream stream, aclrtEvent event) {
     s->inheritFailure(e->errorOf(generation));
     return ACL_SUCCESS;
   }
+  // Note [Implied stream waits] (stream.cpp).
+  auto [recorder, item] = e->recorder(generation);
+  const bool implied = recorder != nullptr && recorder->impliedBy(item, s);
+  if (recorder != nullptr) {
+    recorder->release();
+  }
+  if (implied) {
+    return ACL_SUCCESS;
+  }
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
   }
   e->retain(); // dropped by the worker after the wait
-  s->enqueue(WaitWork{e, generation});
+  // `recorder` is compared by address only, not used.
+  s->enqueueMarker(WaitWork{e, generation}, /*wait=*/true, recorder);
   return ACL_SUCCESS;
 }
 
@@ -333,7 +343,7 @@ aclError recordEvent(aclrtEvent event, aclrtStream stream) {
   }
   const uint64_t generation = e->beginRecord();
   e->retain(); // dropped by the worker after completing the record
-  e->noteRecorder(generation, s, s->enqueue(RecordWork{e, generation}));
+  e->noteRecorder(generation, s, s->enqueueMarker(RecordWork{e, generation}, /*wait=*/false, nullptr));
   return ACL_SUCCESS;
 }
 
