@@ -198,7 +198,9 @@ aclError streamWaitEvent(aclrtStream stream, aclrtEvent event) {
     return err;
   }
   e->retain(); // dropped by the worker after the wait
-  // `recorder` is compared by address only, not used.
+  // `recorder` is compared by address only, never used: a stream destroyed
+  // meanwhile ran all its records first, so its address, if reused, cannot
+  // make a wait implied wrongly.
   s->enqueueMarker(WaitWork{e, generation}, /*wait=*/true, recorder);
   return ACL_SUCCESS;
 }
@@ -343,7 +345,8 @@ aclError recordEvent(aclrtEvent event, aclrtStream stream) {
   }
   const uint64_t generation = e->beginRecord();
   e->retain(); // dropped by the worker after completing the record
-  e->noteRecorder(generation, s, s->enqueueMarker(RecordWork{e, generation}, /*wait=*/false, nullptr));
+  const uint64_t item = s->enqueueMarker(RecordWork{e, generation}, /*wait=*/false, nullptr);
+  e->noteRecorder(generation, s, item);
   return ACL_SUCCESS;
 }
 
