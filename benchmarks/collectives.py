@@ -1,6 +1,6 @@
 """Collectives between processes: hccl on npu (the simulator) vs gloo on CPU, side by side.
 
-    python benchmarks/collectives.py [--ranks 2]
+    python benchmarks/collectives.py [--ranks 2] [--max-bytes 4096] [--only all_reduce]
 
 Starts the ranks (npu:r, one process each) that hold both a hccl group and a
 gloo group, and times `all_reduce` (sum, float32), `all_gather_into_tensor`,
@@ -43,7 +43,7 @@ BUS_FACTOR = {
 }
 
 
-def rank_main(rank: int, world: int, store: str) -> None:
+def rank_main(rank: int, world: int, store: str, max_bytes: int, only: list[str]) -> None:
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -72,6 +72,8 @@ def rank_main(rank: int, world: int, store: str) -> None:
         "all_to_all_single": (lambda t, out, group: dist.all_to_all_single(out, t, group=group),
                               lambda numel: (numel, numel)),
     }
+    if only:
+        collectives = {name: collectives[name] for name in only}
     bandwidths: list[str] = []  # the second table's rows, printed after the first
     for collective, (call, shapes) in collectives.items():
         if rank == 0:
@@ -80,6 +82,8 @@ def rank_main(rank: int, world: int, store: str) -> None:
             bandwidths.append(f"{collective + ' bus GB/s':34s} {'gloo (cpu)':>12s} "
                               f"{'hccl (npu)':>12s} {'host memcpy':>12s} {'hccl/memcpy':>12s}")
         for numel, iterations in SIZES:
+            if numel * 4 > max_bytes:
+                continue
             numel -= numel % world  # divisible among the ranks
             n_in, n_out = shapes(numel)
             cpu, cpu_out = torch.ones(n_in), torch.empty(n_out)
@@ -129,11 +133,15 @@ def rank_main(rank: int, world: int, store: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2, help="processes (npu:0 ... npu:N-1)")
+    parser.add_argument("--max-bytes", type=int, default=SIZES[-1][0] * 4,
+                        help="skip rows larger than this many bytes (4096: latency only)")
+    parser.add_argument("--only", nargs="+", choices=list(BUS_FACTOR), default=[],
+                        help="run only these collectives")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")
         procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), str(args.ranks),
-                                   store])
+                                   store, str(args.max_bytes), ",".join(args.only)])
                  for r in range(args.ranks)]
         codes = [p.wait() for p in procs]
     if any(codes):
@@ -141,7 +149,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--rank":
-        rank_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    if len(sys.argv) == 7 and sys.argv[1] == "--rank":
+        rank_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]),
+                  [name for name in sys.argv[6].split(",") if name])
     else:
         main()

@@ -108,6 +108,49 @@ def test_wait_stream_orders_streams():
     assert y.cpu().eq(3).all()
 
 
+def test_ping_pong_between_two_streams_keeps_their_order():
+    # The pattern of back-to-back collectives: the communicator stream waits
+    # for the compute stream, which only waited for the communicator
+    # stream's earlier work, so the simulator may skip queueing that wait
+    # (Note [Implied stream waits]); each step must still see the last.
+    compute, comm = torch.npu.Stream(), torch.npu.Stream()
+    x = torch.zeros(4096, device="npu")
+    torch.npu.synchronize()
+    for i in range(20):
+        ready = compute.record_event()
+        comm.wait_event(ready)
+        with torch.npu.stream(comm):
+            if i % 5 == 0:
+                torch.npu._sleep(2 * torch.npu._cycles_per_ms())
+            x.mul_(2).add_(1)  # order matters: not commutative
+        done = comm.record_event()
+        compute.wait_event(done)
+    with torch.npu.stream(compute):
+        y = x.clone()
+    compute.synchronize()
+    assert y.cpu().eq(2.0**20 - 1).all()
+
+
+def test_wait_through_a_third_stream_is_kept():
+    # The compute stream waits for the communicator stream and for a third
+    # stream before its record: the communicator stream's wait for that
+    # record is not implied by its own order and must hold it back.
+    compute, comm, third = torch.npu.Stream(), torch.npu.Stream(), torch.npu.Stream()
+    data = torch.zeros(1 << 16, device="npu")
+    out = torch.empty(1 << 16, device="npu")
+    torch.npu.synchronize()
+    compute.wait_event(comm.record_event())
+    with torch.npu.stream(third):
+        torch.npu._sleep(30 * torch.npu._cycles_per_ms())
+        data.fill_(7)
+    compute.wait_event(third.record_event())
+    comm.wait_event(compute.record_event())
+    with torch.npu.stream(comm):
+        out.copy_(data)
+    comm.synchronize()
+    assert out.cpu().eq(7).all()
+
+
 def test_elapsed_time_grows_with_the_work():
     def timed(ms):
         start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)

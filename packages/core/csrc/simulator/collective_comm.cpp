@@ -278,6 +278,25 @@ size_t channelBytes(uint32_t nRanks) {
   const size_t bytes = sizeof(Channel) * nRanks * nRanks;
   return (bytes + kPage - 1) & ~(kPage - 1);
 }
+
+// Note [Small all-reduces meet once]
+// An all-reduce (or reduce) of at most kSmallBytes takes one meeting
+// instead of three: each rank puts its input in its small buffer of the
+// collective's parity (sequence % 2), the ranks meet (and check that all run
+// the same collective), and every rank that receives the result combines
+// all the inputs itself, in rank order, into its output. The result is
+// bit-identical on every rank and to the large path's, which combines in
+// the same order. Two buffers per rank suffice, for the reason two
+// descriptor slots do (Note [Collective descriptors]): a rank writes the
+// buffer of collective n + 2 only after the first meeting of collective
+// n + 1, which every other rank reaches only after it has read collective
+// n's. The large path's transfer buffers are separate, so a small
+// collective never overwrites data a large one is still reading.
+constexpr size_t kSmallBytes = 16 << 10;
+
+size_t smallBufferBytes(uint32_t nRanks) {
+  return 2 * kSmallBytes * nRanks; // a multiple of the page size
+}
 } // namespace
 
 HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
@@ -437,7 +456,8 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
                                                       std::move(settings.exec_timeout_origin)));
   const uint64_t slot_bytes = settings.slot_bytes;
   const size_t total =
-      kHeaderBytes + channelBytes(nRanks) + static_cast<size_t>(slot_bytes) * nRanks;
+      kHeaderBytes + channelBytes(nRanks) + smallBufferBytes(nRanks) +
+      static_cast<size_t>(slot_bytes) * nRanks;
 
   const double connect_timeout = envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -532,7 +552,8 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   comm->region_bytes_ = total;
   comm->slot_bytes_ = slot_bytes;
   comm->channels_ = reinterpret_cast<Channel*>(static_cast<char*>(mapped) + kHeaderBytes);
-  comm->slots_ = static_cast<char*>(mapped) + kHeaderBytes + channelBytes(nRanks);
+  comm->small_ = static_cast<char*>(mapped) + kHeaderBytes + channelBytes(nRanks);
+  comm->slots_ = comm->small_ + smallBufferBytes(nRanks);
   CommRegion& region = *comm->region_;
 
   if (rank == 0) {
@@ -673,12 +694,8 @@ HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watch
     if (ready()) {
       return arrived();
     }
-    if (const uint32_t culprit = region.failed_rank.load(); culprit != 0) {
-      *why = "rank " + std::to_string(culprit - 1) + " of the communicator failed (HCCL error " +
-          std::to_string(region.failed_code.load()) + "), so rank " + std::to_string(rank_) +
-          " cannot complete the collective; see rank " + std::to_string(culprit - 1) +
-          "'s error for the cause";
-      return failed(HCCL_E_REMOTE, why);
+    if (HcclResult error = checkNoRankFailed(why); error != HCCL_SUCCESS) {
+      return error;
     }
     if (processExiting()) {
       *why = "the process is exiting";
@@ -706,6 +723,18 @@ HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watch
     futexWait(&region.bell, bell, 20'000'000);
     region.sleepers.fetch_sub(1);
   }
+}
+
+HcclResult Communicator::checkNoRankFailed(std::string* why) {
+  CommRegion& region = *region_;
+  if (const uint32_t culprit = region.failed_rank.load(); culprit != 0) {
+    *why = "rank " + std::to_string(culprit - 1) + " of the communicator failed (HCCL error " +
+        std::to_string(region.failed_code.load()) + "), so rank " + std::to_string(rank_) +
+        " cannot complete the collective; see rank " + std::to_string(culprit - 1) +
+        "'s error for the cause";
+    return failed(HCCL_E_REMOTE, why);
+  }
+  return HCCL_SUCCESS;
 }
 
 HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
@@ -830,6 +859,34 @@ HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, H
   const CollectiveDescriptor what{
       root < 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduce, type, op,
       root < 0 ? CollectiveDescriptor::kNoRoot : static_cast<uint32_t>(root), count};
+  if (count > 0 && count * esize <= kSmallBytes) {
+    // Note [Small all-reduces meet once].
+    if (HcclResult error = begin(what, why); error != HCCL_SUCCESS) {
+      return error;
+    }
+    const size_t bytes = count * esize;
+    const size_t parity = current_.sequence % 2;
+    auto input = [&](uint32_t r) { return small_ + (2 * r + parity) * kSmallBytes; };
+    std::memcpy(input(rank_), send, bytes);
+    if (HcclResult r = meet(exec_timeout_, why); r != HCCL_SUCCESS) {
+      return r;
+    }
+    if (HcclResult r = checkAgreement(why); r != HCCL_SUCCESS) {
+      return r;
+    }
+    // A rank that gave up waiting (timeout) left its input behind: the
+    // late ones fail too, as at the large path's later meetings.
+    if (HcclResult r = checkNoRankFailed(why); r != HCCL_SUCCESS) {
+      return r;
+    }
+    if (root < 0 || root == rank_) {
+      std::memcpy(recv, input(0), bytes);
+      for (uint32_t r = 1; r < size_; ++r) {
+        reduceInto(recv, input(r), count, type, op);
+      }
+    }
+    return HCCL_SUCCESS;
+  }
   return runCollective(
       what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {

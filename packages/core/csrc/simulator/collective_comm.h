@@ -178,6 +178,9 @@ class Communicator {
   // After the first meeting of the current collective: fails every rank,
   // with the same message naming both sides, unless all ranks run it.
   HcclResult checkAgreement(std::string* why);
+  // Fails (and marks the communicator failed) when another rank's
+  // collective failed.
+  HcclResult checkNoRankFailed(std::string* why);
   // Waits until every rank has reached this rank's next meeting point.
   HcclResult meet(double timeout_seconds, std::string* why);
   // "HcclAllReduce(count=4, float32, sum), collective #3 of this
@@ -208,6 +211,9 @@ class Communicator {
   size_t region_bytes_ = 0;
   size_t slot_bytes_ = 0;
   char* slots_ = nullptr;
+  // Two buffers per rank for small all-reduces, by rank then parity (Note
+  // [Small all-reduces meet once], collective_comm.cpp).
+  char* small_ = nullptr;
   Channel* channels_ = nullptr; // size_ * size_, by sender then receiver
   std::vector<uint32_t> all_ranks_; // 0 .. size_ - 1, whom a meeting waits for
   uint64_t meetings_ = 0; // meeting points passed; only the stream worker touches it

@@ -187,6 +187,56 @@ uint64_t Stream::enqueue(const WorkItem& item) {
   return number;
 }
 
+// Note [Implied stream waits]
+// ProcessGroupHCCL (as torch_npu's) orders a collective after the caller's
+// stream with an event: record on the compute stream, then the
+// communicator stream waits for it; work.wait() makes the compute stream
+// wait for the collective's end in turn. Back-to-back collectives thus
+// ping-pong between the two workers, each hand-off a thread wake-up, and
+// on a 2-CPU machine that cost several times the collective itself.
+// Yet when everything on the compute stream since its last real work is
+// waits for the communicator stream's earlier records (and records), the
+// record depends on nothing the communicator stream has not already queued
+// ahead of the wait: its own order implies the wait, and
+// aclrtStreamWaitEvent queues nothing, as it does for a completed record.
+// A stream keeps, producer side, the run of records and waits at the end of
+// its queue (the first other item ends the run); the wait of stream S for a
+// record that is item k of stream X is implied when k is in X's run, every
+// wait of the run is for a record of S, every item before the run has
+// completed, and X has no unreported failure (which S would inherit:
+// Note [Device-work errors follow the dependencies]). Anything else (an
+// item of another kind in between, a wait for a third stream, an IPC
+// event, a racing producer) queues the wait as before.
+uint64_t Stream::enqueueMarker(const WorkItem& item, bool wait, const Stream* waits_on) {
+  std::lock_guard lock(marker_mutex_);
+  MarkerRun& run = marker_run_;
+  if (queue_.published() != run.base + run.markers) {
+    run = MarkerRun{queue_.published()}; // other work came since: a new run
+  }
+  if (wait) {
+    if (waits_on == nullptr || (run.waits_on != nullptr && run.waits_on != waits_on)) {
+      run.mixed = true;
+    }
+    run.waits_on = waits_on;
+  }
+  const uint64_t number = enqueue(item);
+  if (number == run.base + run.markers + 1) {
+    ++run.markers;
+  } else {
+    // Another producer's item came between: count this one as other work.
+    run = MarkerRun{number};
+  }
+  return number;
+}
+
+bool Stream::impliedBy(uint64_t item, const Stream* on) {
+  std::lock_guard lock(marker_mutex_);
+  const MarkerRun& run = marker_run_;
+  return item > run.base && item <= run.base + run.markers && !run.mixed &&
+      (run.waits_on == nullptr || run.waits_on == on) && reached(run.base) &&
+      pendingError() == nullptr;
+}
+
 void Stream::wakeWorker() {
   {
     std::lock_guard lock(sleep_mutex_);

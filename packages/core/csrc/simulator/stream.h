@@ -76,6 +76,17 @@ class Stream {
   // (1-based, as enqueued()): waitFor(number) waits until it ran.
   uint64_t enqueue(const WorkItem& item);
 
+  // Appends an event record (`wait` false) or a wait for an event whose
+  // pending record is on `waits_on` (null: unknown), as enqueue() does, and
+  // keeps track of the run of such markers at the end of the queue (Note
+  // [Implied stream waits]).
+  uint64_t enqueueMarker(const WorkItem& item, bool wait, const Stream* waits_on);
+  // Whether item `item` (1-based) of this stream, an event record, depends
+  // only on work already enqueued on `on` or already done, so that `on`
+  // waiting for it is implied by `on`'s own order (Note [Implied stream
+  // waits]).
+  bool impliedBy(uint64_t item, const Stream* on);
+
   // The model capturing this stream's work (model.h), or null. While set,
   // enqueue appends host-function work, copies and memsets to it instead
   // of queueing them (and returns 0); records and waits are the caller's.
@@ -212,6 +223,19 @@ class Stream {
     const int64_t since = busy_since_ns_.exchange(0, std::memory_order_relaxed);
     busy_ns_.fetch_add(static_cast<uint64_t>(nowNs() - since), std::memory_order_relaxed);
   }
+
+  // ---- producers: the run of markers at the end of the queue ----
+  // Note [Implied stream waits]. Items base+1 .. base+markers are event
+  // records and waits; the waits are on records of `waits_on` (null: none
+  // yet) unless `mixed`.
+  struct MarkerRun {
+    uint64_t base = 0;
+    uint64_t markers = 0;
+    const Stream* waits_on = nullptr;
+    bool mixed = false;
+  };
+  std::mutex marker_mutex_;
+  MarkerRun marker_run_; // guarded by marker_mutex_
 
   // ---- device-work failures ----
   alignas(kCacheLine) std::atomic<bool> has_error_{false};

@@ -185,11 +185,23 @@ aclError streamWaitEvent(aclrtStream stream, aclrtEvent event) {
     s->inheritFailure(e->errorOf(generation));
     return ACL_SUCCESS;
   }
+  // Note [Implied stream waits] (stream.cpp).
+  auto [recorder, item] = e->recorder(generation);
+  const bool implied = recorder != nullptr && recorder->impliedBy(item, s);
+  if (recorder != nullptr) {
+    recorder->release();
+  }
+  if (implied) {
+    return ACL_SUCCESS;
+  }
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
   }
   e->retain(); // dropped by the worker after the wait
-  s->enqueue(WaitWork{e, generation});
+  // `recorder` is compared by address only, never used: a stream destroyed
+  // meanwhile ran all its records first, so its address, if reused, cannot
+  // make a wait implied wrongly.
+  s->enqueueMarker(WaitWork{e, generation}, /*wait=*/true, recorder);
   return ACL_SUCCESS;
 }
 
@@ -333,7 +345,8 @@ aclError recordEvent(aclrtEvent event, aclrtStream stream) {
   }
   const uint64_t generation = e->beginRecord();
   e->retain(); // dropped by the worker after completing the record
-  e->noteRecorder(generation, s, s->enqueue(RecordWork{e, generation}));
+  const uint64_t item = s->enqueueMarker(RecordWork{e, generation}, /*wait=*/false, nullptr);
+  e->noteRecorder(generation, s, item);
   return ACL_SUCCESS;
 }
 

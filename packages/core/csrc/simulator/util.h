@@ -8,6 +8,8 @@
 #include <cstdarg>
 #include <string>
 
+#include <sched.h>
+
 namespace npu_sim {
 
 constexpr uint64_t kKiB = 1024;
@@ -90,6 +92,15 @@ constexpr size_t kBulkBytes = 1 << 20;
 
 // Calls `ready()` until it is true or `budget` has passed. Reads the clock
 // only every few iterations because it costs more than a pause.
+//
+// Note [Spinning yields]: every few microseconds the spinner also yields
+// its CPU to any other runnable thread. The thread a spinner waits for
+// (a peer rank's worker, the worker of the stream an event is on) is often
+// runnable on the same CPU: with more busy threads than CPUs (two ranks of
+// two or three threads each on a 2-CPU machine), a spin of pauses only
+// delays it until the scheduler's next tick, and the wait costs the whole
+// spin plus a futex wake-up. With nothing else runnable, sched_yield
+// returns at once (a system call, well under a microsecond).
 template <typename Pred>
 bool spinUntil(Pred&& ready, std::chrono::nanoseconds budget) {
   if (ready()) {
@@ -101,8 +112,13 @@ bool spinUntil(Pred&& ready, std::chrono::nanoseconds budget) {
     if (ready()) {
       return true;
     }
-    if ((i & 31) == 0 && nowNs() >= deadline) {
-      return false;
+    if ((i & 31) == 0) {
+      if (nowNs() >= deadline) {
+        return false;
+      }
+      if ((i & 127) == 0) {
+        sched_yield();
+      }
     }
   }
 }

@@ -231,6 +231,37 @@ def test_data_larger_than_the_transfer_buffer_moves_in_chunks(runner, tmp_path):
     assert outs == ["ok\n", "ok\n"]
 
 
+def test_small_and_large_all_reduces_queued_back_to_back(runner, tmp_path):
+    # Small all-reduces go through two small buffers per rank, used by turns
+    # (Note [Small all-reduces meet once]); many queued at once, mixed with
+    # large ones and a reduce, each must see its own inputs only. Rank 1's
+    # host sleeps in between so that the ranks run out of step.
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        small = [upload([rank * 100 + i, i, -rank], "i") for i in range(12)]
+        large = upload(range(rank, rank + 10_000), "i")
+        for i, p in enumerate(small):
+            root = i % world
+            if i % 4 == 3:
+                ok(lib.HcclReduce(p, p, 3, HCCL_INT32, HCCL_SUM, root, comm, stream))
+            else:
+                ok(lib.HcclAllReduce(p, p, 3, HCCL_INT32, HCCL_SUM, comm, stream))
+            if i % 5 == 0:
+                ok(lib.HcclAllReduce(large, large, 10_000, HCCL_INT32, HCCL_SUM, comm, stream))
+            if rank == 1 and i % 3 == 0:
+                time.sleep(0.01)
+        sim.sync()
+        for i, p in enumerate(small):
+            want = [sum(r * 100 + i for r in range(world)), world * i, -sum(range(world))]
+            if i % 4 != 3 or i % world == rank:
+                assert download(p, 3, "i") == want, (i, download(p, 3, "i"), want)
+            else:
+                assert download(p, 3, "i") == [rank * 100 + i, i, -rank], i
+        assert download(large, 10_000, "i") == [(2 * i + 1) * 2 ** 2 for i in range(10_000)]
+        print("ok")
+    """))
+    assert outs == ["ok\n", "ok\n"]
+
+
 # HcclSendRecvItem, as ctypes lays it out (CANN's struct, hccl_types.h).
 SEND_RECV_ITEM = """
 class Item(ctypes.Structure):
