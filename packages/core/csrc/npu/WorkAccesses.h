@@ -68,8 +68,9 @@ class TORCH_NPU_API WorkAccessScope {
   bool active() const {
     return active_;
   }
-  // The bytes between the tensor's lowest and highest element (a strided
-  // view's gaps included). No-op for undefined, empty or non-npu tensors.
+  // The tensor's bytes: a strided view's dense runs (up to 64 of them),
+  // else the bytes between its lowest and highest element (gaps
+  // included). No-op for undefined, empty or non-npu tensors.
   void read(const at::TensorBase& tensor) {
     add(tensor, false);
   }
