@@ -314,3 +314,14 @@ def test_interleaved_views_do_not_overlap():
         a[:, 0].add_(1)
     torch.npu.synchronize()
     assert a[:, 0].sum().item() == 64 and a[:, 1].sum().item() == 96
+
+
+def test_an_ops_first_call_does_not_hide_a_race():
+    # The first call of a signature waits for its kernel (Note [Errors at
+    # the call]); a device would not, so the wait orders nothing.
+    a = _filled(0.5)
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    with torch.npu.stream(s1):
+        b = torch.atan2(a, a)  # the first atan2 of this process
+    with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"read-after-write.*'aten::atan2"):
+        b.sum()

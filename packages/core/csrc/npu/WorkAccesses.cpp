@@ -3,6 +3,7 @@
 #include <c10/core/TensorImpl.h>
 
 #include "npu/NPUException.h"
+#include "npu/NPUFunctions.h"
 #include "npu/impl/AclInterface.h"
 
 namespace c10_npu {
@@ -57,6 +58,16 @@ void set_race_check_enabled(bool enabled) {
   }
   NPU_CHECK(api.npuSimRaceCheckEnable(enabled ? 1 : 0));
   detail::g_race_check.store(enabled, std::memory_order_relaxed);
+}
+
+void synchronize_unordered(const NPUStream& stream) {
+  const auto& api = acl::api();
+  if (!race_check_enabled() || api.npuSimSynchronizeStreamUnordered == nullptr) {
+    stream.synchronize();
+    return;
+  }
+  ensure_device_context(stream.device_index());
+  NPU_CHECK(api.npuSimSynchronizeStreamUnordered(stream.stream()));
 }
 
 void set_launch_site_provider(LaunchSiteProvider provider) {

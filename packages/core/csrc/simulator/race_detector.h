@@ -51,10 +51,12 @@
 // base, markers and torch_npu._sleep), host memory, and models captured
 // while the detector was off (their replays run unchecked). The host is
 // one clock for all threads, so a synchronisation on one host thread also
-// orders later launches of another. Work the host waits for at once (an
-// op's synchronous first call, ASCEND_LAUNCH_BLOCKING=1) orders everything
-// after it: a race that only a later, asynchronous call would show is not
-// reported for that call.
+// orders later launches of another. A wait the program needs on a device
+// too (a data-dependent op's, which learns its result's size) and every
+// launch's wait under ASCEND_LAUNCH_BLOCKING=1 order what follows, and can
+// hide a race another run would have; the waits only the simulator does (an
+// op's first call, waiting for its kernel to raise its errors at the call)
+// use npuSimSynchronizeStreamUnordered and order nothing.
 #pragma once
 
 #include <atomic>

@@ -97,8 +97,8 @@ aclError destroyStream(aclrtStream stream) {
   return ACL_SUCCESS;
 }
 
-aclError synchronizeStream(aclrtStream stream) {
-  const char* api = "aclrtSynchronizeStream";
+aclError synchronizeStream(aclrtStream stream, bool ordersHost) {
+  const char* api = ordersHost ? "aclrtSynchronizeStream" : "npuSimSynchronizeStreamUnordered";
   Runtime& rt = Runtime::get();
   if (aclError err = rt.check(api); err != ACL_SUCCESS) {
     return err;
@@ -116,7 +116,7 @@ aclError synchronizeStream(aclrtStream stream) {
   if (!s->waitFor(s->enqueued())) {
     return abandonedAtExit();
   }
-  if (race::enabled()) {
+  if (ordersHost && race::enabled()) {
     race::hostWaitedStream(s);
   }
   return reportWorkError(s->takeError());

@@ -253,3 +253,14 @@ def test_model_lanes_are_ordered_by_their_captured_events(race):
         race.sync(s1)
     finally:
         race.check("aclmdlRIDestroy", race.lib.aclmdlRIDestroy(model))
+
+
+def test_an_unordered_synchronisation_orders_nothing(race):
+    p = race.malloc(N)
+    s1, s2 = race.create_stream(), race.create_stream()
+    race.launch_accessing(s1, b"write", writes=[(p, N)])
+    race.check("npuSimSynchronizeStreamUnordered", race.lib.npuSimSynchronizeStreamUnordered(s1))
+    with pytest.raises(AclError, match=r"read-after-write.*'write'"):
+        race.launch_accessing(s2, b"read", reads=[(p, N)])
+    race.sync(s1)
+    race.launch_accessing(s2, b"read", reads=[(p, N)])
