@@ -49,7 +49,10 @@
 // or npuSimLaunchWorkWithAccesses with none: in torch-npu, only work that
 // touches no device memory, such as the graph random generator's replay
 // base, markers and torch_npu._sleep), host memory, and models captured
-// while the detector was off (their replays run unchecked). The host is
+// while the detector was off (their replays run unchecked). Inexact: a
+// strided view of more than 64 dense runs is declared as its whole span
+// (torch-npu's WorkAccesses.h), so a view interleaved with it on another
+// stream is reported though no byte is shared. The host is
 // one clock for all threads, so a synchronisation on one host thread also
 // orders later launches of another. A wait the program needs on a device
 // too (a data-dependent op's, which learns its result's size) and every
