@@ -346,3 +346,30 @@ def test_input_mutation_and_batch_norm_running_stats():
         torch.testing.assert_close(compiled(x), eager_bn(x), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(compiled_bn.running_mean, eager_bn.running_mean)
     torch.testing.assert_close(compiled_bn.running_var, eager_bn.running_var)
+
+
+@needs_mlir
+def test_mlir_kernels_declare_their_accesses_to_the_race_detector():
+    # Note [Stream race detection]: a kernel reads its inputs and writes its
+    # outputs (KernelLaunch.cpp).
+    from torch_npu.npu import _race_check
+
+    a, b = _npu(64, 32), _npu(64, 32)
+    compiled = torch.compile(lambda a, b: torch.relu(a * b + 1.0))
+    compiled(a, b).sum()
+    b.mul_(1)  # compiled, and every op's first call done
+    torch.npu.synchronize()
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    with _race_check.enabled():
+        with torch.npu.stream(s1):
+            y = compiled(a, b)
+        with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"read-after-write.*'mlir_fused"):
+            y.sum()
+        with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"write-after-read.*'mlir_fused"):
+            b.mul_(2)
+        s2.wait_stream(s1)
+        with torch.npu.stream(s2):
+            total = y.sum()
+            b.mul_(2)
+        torch.npu.synchronize()
+    torch.testing.assert_close(total.cpu(), torch.relu(a.cpu() * b.cpu() / 2 + 1.0).sum())

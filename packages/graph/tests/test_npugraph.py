@@ -532,3 +532,32 @@ def test_reduce_overhead_mode_replays_npugraphs_and_trains_like_cpu(monkeypatch)
     torch.testing.assert_close(model[1].running_mean.cpu(), reference[1].running_mean, rtol=1e-5, atol=1e-6)
     assert len(replays) >= 4  # calls after the first replay the forward and backward graphs
     torch._dynamo.reset()
+
+
+def test_replays_are_checked_by_the_race_detector():
+    # Note [Stream race detection]: each replayed item is checked as if it
+    # were launched then, on the replay stream.
+    from torch_npu.npu import _race_check
+
+    warm = torch.ones(1024, device="npu")
+    (warm * 2).sum()
+    warm.add_(1)  # first calls wait for their kernels: these ops already ran
+    x = torch.ones(1024, device="npu")
+    g = torch.npu.NPUGraph()
+    with _race_check.enabled():
+        side = torch.npu.Stream()
+        with torch.npu.graph(g):
+            y = x * 2
+        torch.npu.synchronize()
+        g.replay()
+        with torch.npu.stream(side), pytest.raises(RuntimeError, match=r"read-after-write.*'aten::mul"):
+            y.sum()  # the replay on the current stream writes y
+        side.wait_stream(torch.npu.current_stream())
+        with torch.npu.stream(side):
+            x.add_(1)
+        with pytest.raises(RuntimeError, match=r"read-after-write.*'aten::add_"):
+            g.replay()  # reads x, which side wrote
+        torch.npu.current_stream().wait_stream(side)
+        g.replay()
+        torch.npu.synchronize()
+    assert torch.equal(y.cpu(), torch.full((1024,), 4.0))

@@ -9,9 +9,21 @@
 #include <ATen/core/ivalue.h>
 
 #include "IValueTensors.h"
+#include "SparseTensors.h"
 #include "npu/WorkAccesses.h"
 
 namespace torch_npu_ops {
+
+// A tensor's device memory: a sparse tensor's is its members'.
+inline void declare_tensor_access(c10_npu::WorkAccessScope& accesses, const at::Tensor& t, bool write) {
+  if (is_sparse_layout(t)) {
+    for (const at::Tensor& member : sparse_members(t)) {
+      accesses.add(member, write);
+    }
+  } else {
+    accesses.add(t, write);
+  }
+}
 
 // The kernel reads its tensor arguments and writes its mutable ones (alias
 // annotations with `!`: in-place and out= arguments).
@@ -21,7 +33,7 @@ inline void declare_argument_accesses(c10_npu::WorkAccessScope& accesses, const 
   for (size_t i = 0; i < args.size() && i < arguments.size(); ++i) {
     const c10::AliasInfo* alias = arguments[i].alias_info();
     const bool write = alias != nullptr && alias->isWrite();
-    for_each_tensor(args[i], [&](const at::Tensor& t) { accesses.add(t, write); });
+    for_each_tensor(args[i], [&](const at::Tensor& t) { declare_tensor_access(accesses, t, write); });
   }
 }
 

@@ -168,7 +168,8 @@ void launch_kernel(const ExecutionPlan& plan, const std::vector<IValue>& args, c
         stream, target_schema.name().c_str(), verified_work(verification, signature, std::move(work)), std::move(site));
   }
   if (verification != nullptr) {
-    finish_verification(verification, signature, [&] { stream.synchronize(); });
+    // Note [Stream race detection]: a device would not wait here.
+    finish_verification(verification, signature, [&] { c10_npu::synchronize_unordered(stream); });
   }
 }
 

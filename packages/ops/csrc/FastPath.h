@@ -332,7 +332,8 @@ void launch_writing(const c10_npu::NPUStream& stream, const char* name, WrittenA
       launch_site_if_work_can_fail(args...), verification, signature);
   count_fast_path();
   if (verification != nullptr) {
-    finish_verification(verification, signature, [&] { stream.synchronize(); });
+    // Note [Stream race detection]: a device would not wait here.
+    finish_verification(verification, signature, [&] { c10_npu::synchronize_unordered(stream); });
   }
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "CpuAliases.h"
+#include "DeclaredAccesses.h"
 #include "DeviceChecks.h"
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
@@ -64,8 +65,18 @@ void run_sparse_async(const TranslatedOp& target, const std::vector<IValue>& arg
     }
   }
   const auto& schema = target.op.schema();
-  std::vector<IValue> cpu_args = cpu_arguments(schema, target.args_for(args), device);
+  const std::vector<IValue> target_args = target.args_for(args);
+  std::vector<IValue> cpu_args = cpu_arguments(schema, target_args, device);
   const c10::DispatchKeySet keys = kernel_keys(cpu_args, c10::BackendComponent::CPUBit);
+  // Note [Stream race detection]: the kernel reads its arguments and writes
+  // its mutable ones and the results.
+  c10_npu::WorkAccessScope accesses;
+  if (C10_UNLIKELY(accesses.active())) {
+    declare_argument_accesses(accesses, schema, target_args);
+    for (const at::Tensor& out : outputs) {
+      accesses.write(out);
+    }
+  }
   c10_npu::launch_host_work(
       stream, schema.name().c_str(),
       [op = target.op, keys, cpu_args = std::move(cpu_args), views = cpu_aliases(outputs),

@@ -62,6 +62,16 @@ at::Tensor sparse_with_members(
   return at::Tensor(std::move(out));
 }
 
+std::vector<at::Tensor> sparse_members(const at::Tensor& t) {
+  TORCH_INTERNAL_ASSERT(is_sparse_layout(t));
+  if (t.layout() == c10::kSparse) {
+    const auto* impl = at::sparse::get_sparse_impl(t);
+    return {impl->indices(), impl->values()};
+  }
+  const auto* impl = at::sparse_csr::get_sparse_csr_impl(t);
+  return {impl->compressed_indices(), impl->plain_indices(), impl->values()};
+}
+
 c10::DispatchKeySet kernel_keys(const std::vector<c10::IValue>& args, c10::BackendComponent backend) {
   c10::DispatchKeySet functionality(c10::DispatchKey::Dense);
   const auto add = [&](const at::Tensor& t) {

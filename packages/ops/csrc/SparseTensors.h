@@ -28,6 +28,9 @@ inline bool is_sparse_layout(const at::Tensor& t) {
 at::Tensor sparse_with_members(
     const at::Tensor& t, c10::Device device, const std::function<at::Tensor(const at::Tensor&)>& member);
 
+// The member tensors (indices and values) of the sparse tensor `t`.
+std::vector<at::Tensor> sparse_members(const at::Tensor& t);
+
 // The dispatch keys of `backend`'s kernel for arguments like `args`: its
 // dense key, plus its sparse ones where sparse tensors are among them (the
 // dispatcher then picks the sparse kernel, as it does for the npu op).

@@ -59,6 +59,9 @@ class ResultTransfers {
   void copy(const at::Tensor& npu, const at::Tensor& result) {
     if (npu.numel() > 0) {
       copies_.emplace_back(cpu_alias(npu), result);
+      if (c10_npu::race_check_enabled()) {
+        npu_results_.push_back(npu);
+      }
     }
   }
 
@@ -86,6 +89,14 @@ class ResultTransfers {
     if (copies_.empty()) {
       return;
     }
+    // Note [Stream race detection]: the item writes the npu results (the
+    // kernel's memory it reads is its own).
+    c10_npu::WorkAccessScope accesses;
+    if (C10_UNLIKELY(accesses.active())) {
+      for (const at::Tensor& npu : npu_results_) {
+        accesses.write(npu);
+      }
+    }
     // The kernel's memory is freed with the item, when the runtime releases
     // it (on the worker, after its last run: no later work can still be
     // using that memory).
@@ -99,6 +110,7 @@ class ResultTransfers {
  private:
   c10::Device device_;
   std::vector<std::pair<at::Tensor, at::Tensor>> copies_; // (CPU view of npu memory, result)
+  std::vector<at::Tensor> npu_results_; // the copies' destinations, while the race detector is on
 };
 
 // A CPU alias of out= argument `t` that its kernel may resize: a

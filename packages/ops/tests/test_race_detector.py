@@ -258,3 +258,70 @@ def test_batch_norm_writes_its_running_statistics_only_in_training():
         bn(x)
     with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"write-after-write.*'aten::native_batch_norm'"):
         bn(x)  # both update running_mean
+
+
+def test_results_of_synchronous_ops_are_written_by_their_copy_item():
+    # nonzero's result gets npu memory once its size is known, and a work
+    # item on s1 copies the values there: reading it on s2 needs an order.
+    a = _filled(1.0)
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    with torch.npu.stream(s1):
+        indices = torch.nonzero(a)
+    with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"read-after-write.*'aten::nonzero"):
+        indices.sum()
+    s2.wait_stream(s1)
+    with torch.npu.stream(s2):
+        total = indices.sum()
+    torch.npu.current_stream().wait_stream(s2)
+    assert total.item() == N * (N - 1) // 2
+
+
+def test_sparse_ops_declare_their_members_and_results():
+    dense = _filled(2.0).reshape(64, 64)
+    sparse = dense.to_sparse()
+    values = sparse.values()
+    sparse.to_dense()  # the first call waits for its kernel
+    torch.npu.synchronize()
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    with torch.npu.stream(s1):
+        out = sparse.to_dense()
+    with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"read-after-write.*'aten::_to_dense"):
+        out.sum()
+    s2.wait_stream(s1)
+    with torch.npu.stream(s2):
+        values.mul_(3)  # a sparse tensor's memory is its members'
+    with torch.npu.stream(s1), pytest.raises(RuntimeError, match=r"read-after-write.*'aten::_to_dense.*'aten::mul_"):
+        sparse.to_dense()
+    s1.wait_stream(s2)
+    with torch.npu.stream(s1):
+        total = sparse.to_dense().sum()
+    torch.npu.current_stream().wait_stream(s1)
+    assert total.item() == 6 * N
+
+
+def test_interleaved_views_do_not_overlap():
+    # Up to 64 dense runs a view is declared exactly (WorkAccesses.h).
+    warm = _filled(1.0)[:64].reshape(32, 2)
+    warm[:, 0].mul_(2)
+    warm[:, 0].add_(1)  # first calls of the strided signatures
+    a = _filled(1.0)[:64].reshape(32, 2)
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    with torch.npu.stream(s1):
+        a[:, 0].mul_(2)
+    with torch.npu.stream(s2):
+        a[:, 1].mul_(3)  # the other column: no byte in common
+    with torch.npu.stream(s2), pytest.raises(RuntimeError, match="write-after-write"):
+        a[:, 0].add_(1)
+    torch.npu.synchronize()
+    assert a[:, 0].sum().item() == 64 and a[:, 1].sum().item() == 96
+
+
+def test_an_ops_first_call_does_not_hide_a_race():
+    # The first call of a signature waits for its kernel (Note [Errors at
+    # the call]); a device would not, so the wait orders nothing.
+    a = _filled(0.5)
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    with torch.npu.stream(s1):
+        b = torch.atan2(a, a)  # the first atan2 of this process
+    with torch.npu.stream(s2), pytest.raises(RuntimeError, match=r"read-after-write.*'aten::atan2"):
+        b.sum()

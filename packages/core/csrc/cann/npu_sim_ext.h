@@ -141,6 +141,13 @@ aclError npuSimLaunchWorkWithAccesses(aclrtStream stream, const npuSimWork* work
                                       const npuSimMemAccess* accesses, size_t count,
                                       uint64_t* workId);
 
+// As aclrtSynchronizeStream, except that the race detector does not count
+// the wait as ordering later launches after the stream's work: for waits a
+// device would not do, which torch-npu does only on the simulator (an op's
+// first call waits for its kernel to raise its errors at the call), so
+// they do not hide the races the program has on a device.
+aclError npuSimSynchronizeStreamUnordered(aclrtStream stream);
+
 // Where the calling thread launches work from ("train.py:42"), or null.
 // Called on the launching thread at each tracked launch while the detector
 // is on, before the detector takes its lock; the simulator copies the text,

@@ -3,6 +3,7 @@
 #include <c10/core/TensorImpl.h>
 
 #include "npu/NPUException.h"
+#include "npu/NPUFunctions.h"
 #include "npu/impl/AclInterface.h"
 
 namespace c10_npu {
@@ -14,6 +15,11 @@ std::atomic<bool> g_race_check{false};
 namespace {
 
 thread_local WorkAccessScope* tls_scope = nullptr;
+
+// A strided view is declared as its dense runs up to this many (exact);
+// beyond, as the span from its lowest to its highest element (a range that
+// includes the gaps: a neighbouring view's work can look like a race).
+constexpr int64_t kMaxRunsPerTensor = 64;
 
 std::atomic<LaunchSiteProvider> g_site_provider{nullptr};
 
@@ -54,6 +60,16 @@ void set_race_check_enabled(bool enabled) {
   detail::g_race_check.store(enabled, std::memory_order_relaxed);
 }
 
+void synchronize_unordered(const NPUStream& stream) {
+  const auto& api = acl::api();
+  if (!race_check_enabled() || api.npuSimSynchronizeStreamUnordered == nullptr) {
+    stream.synchronize();
+    return;
+  }
+  ensure_device_context(stream.device_index());
+  NPU_CHECK(api.npuSimSynchronizeStreamUnordered(stream.stream()));
+}
+
 void set_launch_site_provider(LaunchSiteProvider provider) {
   g_site_provider.store(provider, std::memory_order_release);
 }
@@ -66,18 +82,47 @@ void WorkAccessScope::add(const at::TensorBase& tensor, bool write) {
   if (impl->numel() == 0 || !impl->has_storage() || impl->storage().data() == nullptr) {
     return;
   }
-  int64_t low = 0;
-  int64_t high = 0;
   const auto sizes = impl->sizes();
   const auto strides = impl->strides();
+  const int64_t item = static_cast<int64_t>(impl->itemsize());
+  const auto* start = static_cast<const char*>(impl->storage().data()) + impl->storage_offset() * item;
+  // Dense runs: the innermost dimensions that are laid out contiguously
+  // (size-1 dimensions skipped) form one run of `run` elements.
+  int64_t run = 1;
+  size_t outer = sizes.size(); // dimensions [0, outer) step between runs
+  while (outer > 0 && (sizes[outer - 1] == 1 || strides[outer - 1] == run)) {
+    run *= sizes[outer - 1];
+    --outer;
+  }
+  const int64_t runs = impl->numel() / run;
+  if (runs > 1 && runs <= kMaxRunsPerTensor) {
+    // A strided view's exact bytes: views that interleave (a[:, 0] and
+    // a[:, 1]) do not overlap, and their gaps are no access.
+    std::vector<int64_t> index(outer, 0);
+    for (int64_t r = 0; r < runs; ++r) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < outer; ++d) {
+        offset += index[d] * strides[d];
+      }
+      accesses_.push_back(WorkAccess{start + offset * item, static_cast<size_t>(run * item), write});
+      for (size_t d = outer; d-- > 0;) {
+        if (++index[d] < sizes[d]) {
+          break;
+        }
+        index[d] = 0;
+      }
+    }
+    return;
+  }
+  // One run, or too many to list: the bytes between the lowest and highest
+  // element.
+  int64_t low = 0;
+  int64_t high = 0;
   for (size_t d = 0; d < sizes.size(); ++d) {
     const int64_t span = (sizes[d] - 1) * strides[d];
     (span < 0 ? low : high) += span;
   }
-  const int64_t item = static_cast<int64_t>(impl->itemsize());
-  const auto* base = static_cast<const char*>(impl->storage().data()) +
-      (impl->storage_offset() + low) * item;
-  accesses_.push_back(WorkAccess{base, static_cast<size_t>((high - low + 1) * item), write});
+  accesses_.push_back(WorkAccess{start + low * item, static_cast<size_t>((high - low + 1) * item), write});
 }
 
 const std::vector<WorkAccess>* WorkAccessScope::current() {

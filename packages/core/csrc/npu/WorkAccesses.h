@@ -40,6 +40,12 @@ TORCH_NPU_API void set_race_check_enabled(bool enabled);
 using LaunchSiteProvider = LaunchSite (*)();
 TORCH_NPU_API void set_launch_site_provider(LaunchSiteProvider provider);
 
+// Waits for `stream`'s work, as NPUStream::synchronize, for a wait only the
+// simulator does (an op's first call waits for its kernel to raise errors
+// at the call): the race detector does not count it as ordering later
+// launches, so it does not hide the program's races.
+TORCH_NPU_API void synchronize_unordered(const NPUStream& stream);
+
 // One range of device memory.
 struct WorkAccess {
   const void* ptr;
@@ -68,8 +74,9 @@ class TORCH_NPU_API WorkAccessScope {
   bool active() const {
     return active_;
   }
-  // The bytes between the tensor's lowest and highest element (a strided
-  // view's gaps included). No-op for undefined, empty or non-npu tensors.
+  // The tensor's bytes: a strided view's dense runs (up to 64 of them),
+  // else the bytes between its lowest and highest element (gaps
+  // included). No-op for undefined, empty or non-npu tensors.
   void read(const at::TensorBase& tensor) {
     add(tensor, false);
   }

@@ -72,7 +72,9 @@ aclError memsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count,
 // ---- stream_api.cpp ----
 aclError createStream(aclrtStream* stream, uint32_t priority, uint32_t flag);
 aclError destroyStream(aclrtStream stream);
-aclError synchronizeStream(aclrtStream stream);
+// `ordersHost`: the race detector counts the wait (false:
+// npuSimSynchronizeStreamUnordered).
+aclError synchronizeStream(aclrtStream stream, bool ordersHost = true);
 aclError streamQuery(aclrtStream stream, aclrtStreamStatus* status);
 aclError streamWaitEvent(aclrtStream stream, aclrtEvent event);
 aclError streamPriorityRange(int32_t* leastPriority, int32_t* greatestPriority);

@@ -7,6 +7,7 @@
 #include "errors.h"
 #include "device.h"
 #include "event.h"
+#include "race_detector.h"
 #include "runtime.h"
 #include "stream.h"
 #include "util.h"
@@ -107,7 +108,7 @@ aclError Model::join(Stream* stream, const char* api) {
   return ACL_SUCCESS;
 }
 
-void Model::append(Stream* stream, const WorkItem& item) {
+void Model::append(Stream* stream, const WorkItem& item, const DeclaredAccesses* accesses) {
   std::lock_guard lock(mutex_);
   const uint32_t lane = laneLocked(stream);
   std::visit(
@@ -116,6 +117,10 @@ void Model::append(Stream* stream, const WorkItem& item) {
         if constexpr (std::is_same_v<W, CopyWork> || std::is_same_v<W, MemsetWork> ||
                       std::is_same_v<W, UserWork>) {
           items_.push_back(Item{lane, w});
+          if (accesses != nullptr) {
+            items_.back().race_name = accesses->name;
+            items_.back().accesses.assign(accesses->accesses, accesses->accesses + accesses->count);
+          }
         }
         // Records and waits come through appendRecord and appendWait.
       },
@@ -266,8 +271,16 @@ aclError Model::execute(Stream* stream) {
   // This replay's generation of each captured record.
   std::vector<uint64_t> generations(slots_, 0);
   uint64_t last = 0;
+  aclError raced = ACL_SUCCESS;
+  const bool race_check = race::enabled();
   for (Item& item : items_) {
     Stream* on = item.lane == 0 ? stream : lane_streams_[item.lane];
+    if (race_check) {
+      raced = checkRace(item, on);
+      if (raced != ACL_SUCCESS) {
+        break;
+      }
+    }
     uint64_t number = 0;
     std::visit(
         [&](auto& w) {
@@ -300,6 +313,17 @@ aclError Model::execute(Stream* stream) {
   if (last != 0) {
     stream->retain();
     replays_.emplace_back(stream, last);
+  }
+  return raced;
+}
+
+aclError Model::checkRace(const Item& item, Stream* on) {
+  if (const auto* record = std::get_if<CapturedRecord>(&item.work)) {
+    race::eventRecorded(record->event, on);
+  } else if (const auto* wait = std::get_if<CapturedWait>(&item.work)) {
+    race::streamWaitedEvent(on, wait->event);
+  } else if (item.race_name != nullptr) {
+    return race::launch(on, item.race_name, item.accesses.data(), item.accesses.size());
   }
   return ACL_SUCCESS;
 }

@@ -14,7 +14,12 @@
 //   and a captured wait for it waits for that replay's generation
 //   (generations are resolved at replay, not at capture);
 // - timing, activity records and device-work errors behave as for work
-//   launched directly.
+//   launched directly;
+// - with the race detector on (Note [Stream race detection]), each item's
+//   declared accesses, and the captured records and waits between lanes,
+//   are checked at the replay as if the items were launched then, on the
+//   stream that replays them; a race stops the replay there (the items
+//   before it are enqueued) and fails aclmdlRIExecuteAsync.
 //
 // Synchronising with a capturing stream, or with its device (a GLOBAL mode
 // capture also forbids synchronous copies anywhere), fails with
@@ -75,7 +80,9 @@ class Model {
   aclError join(Stream* stream, const char* api);
   // Each takes the capturing (or joined) stream that enqueues. Host-function
   // work is owned from now on; copies and memsets are copied.
-  void append(Stream* stream, const WorkItem& item);
+  // `accesses` (may be null): what the item declared it reads and writes,
+  // checked by the race detector at each replay.
+  void append(Stream* stream, const WorkItem& item, const DeclaredAccesses* accesses);
   void appendRecord(Stream* stream, Event* event);
   // ACL_SUCCESS, or ACL_ERROR_RT_CAPTURE_DEPENDENCY (and the model is
   // invalidated) when `event`'s pending record is not part of the capture.
@@ -123,9 +130,16 @@ class Model {
   struct Item {
     uint32_t lane; // the stream it was captured on (lanes_)
     Work work;
+    // Note [Stream race detection]: the item's declared accesses, checked
+    // at each replay as if it were launched then; null name: captured
+    // while the detector was off (not checked).
+    const char* race_name = nullptr;
+    std::vector<npuSimMemAccess> accesses = {};
   };
 
   uint32_t laneLocked(const Stream* stream) const;
+  // The race detector's view of replaying `item` on `on`.
+  static aclError checkRace(const Item& item, Stream* on);
   // True when every lane's last work is ordered before lane 0's last item.
   bool allJoinedLocked() const;
   // The streams replaying lanes 1.. (created at the first replay).

@@ -44,8 +44,8 @@ uint64_t component(const VectorClock& clock, uint32_t index) {
 // Who launched an access, for the report.
 struct Origin {
   std::string name;
-  std::string site; // empty: unknown
-  const void* stream;
+  std::string site;   // empty: unknown
+  const void* stream; // null: the host
   uint32_t device;
   bool default_stream;
 };
@@ -62,6 +62,10 @@ struct Segment {
   Access write;              // clock 0: no write tracked
   std::vector<Access> reads; // since the write, the latest per stream
 };
+
+// The index the host's accesses are checked under: no stream has it, so
+// only the host's clock orders earlier work before them.
+constexpr uint32_t kHostIndex = UINT32_MAX;
 
 struct StreamState {
   uint32_t index;
@@ -95,7 +99,8 @@ class Detector {
         continue;
       }
       if (auto race = findRace(s, a, begin, begin + a.bytes)) {
-        const std::string message = describe(*race, stream, name, site);
+        const Origin now{name, site, stream, stream->device(), stream->isDefault()};
+        const std::string message = describe(*race, now);
         lock.unlock();
         return fail(ACL_ERROR_RT_FAILURE, "%s", message.c_str());
       }
@@ -113,6 +118,39 @@ class Detector {
           continue;
         }
         writes ? recordWrite(begin, begin + a.bytes, stamp) : recordRead(begin, begin + a.bytes, stamp);
+      }
+    }
+    return ACL_SUCCESS;
+  }
+
+  // Synchronous aclrtMemcpy / aclrtMemset: the host touches device memory
+  // itself, ordered after exactly what it synchronised with (host_).
+  aclError hostAccess(const char* name, const npuSimMemAccess* accesses, size_t count,
+                      std::string site) {
+    const AddressLayout& layout = Runtime::get().layout();
+    std::unique_lock lock(mutex_);
+    const StreamState host{kHostIndex, 0, host_};
+    for (size_t i = 0; i < count; ++i) {
+      const npuSimMemAccess& a = accesses[i];
+      const auto begin = reinterpret_cast<uintptr_t>(a.ptr);
+      if (a.bytes == 0 || !layout.inDeviceRange(begin)) {
+        continue;
+      }
+      if (auto race = findRace(host, a, begin, begin + a.bytes)) {
+        const Origin now{name, std::move(site), nullptr, 0, false};
+        const std::string message = describe(*race, now);
+        lock.unlock();
+        return fail(ACL_ERROR_RT_FAILURE, "%s", message.c_str());
+      }
+    }
+    // Every earlier access is ordered before the host's, and every later
+    // launch joins the host's clock: a host write leaves nothing to check
+    // (clock 0), a host read needs no record.
+    for (size_t i = 0; i < count; ++i) {
+      const npuSimMemAccess& a = accesses[i];
+      const auto begin = reinterpret_cast<uintptr_t>(a.ptr);
+      if (a.write != 0 && a.bytes != 0 && layout.inDeviceRange(begin)) {
+        recordWrite(begin, begin + a.bytes, Access{});
       }
     }
     return ACL_SUCCESS;
@@ -276,6 +314,9 @@ class Detector {
   }
 
   static std::string streamName(const Origin& o) {
+    if (o.stream == nullptr) {
+      return "the host (synchronous call)";
+    }
     char text[96];
     std::snprintf(text, sizeof text, "stream %p (npu:%u%s)", o.stream, o.device,
                   o.default_stream ? ", default stream" : "");
@@ -288,9 +329,8 @@ class Detector {
         (o.site.empty() ? std::string("an unknown site") : o.site);
   }
 
-  static std::string describe(const Race& r, Stream* stream, const char* name,
-                              const std::string& site) {
-    const Origin now{name, site, stream, stream->device(), stream->isDefault()};
+  static std::string describe(const Race& r, const Origin& now) {
+    const std::string& name = now.name;
     const Origin& before = *r.previous.origin;
     const bool write = r.access->write != 0;
     const char* kind = r.previous_write ? (write ? "write-after-write" : "read-after-write")
@@ -347,16 +387,26 @@ void setSiteProvider(npuSimLaunchSiteFn provider) {
   g_site_provider.store(provider, std::memory_order_release);
 }
 
-aclError launch(Stream* stream, const char* name, const npuSimMemAccess* accesses, size_t count) {
-  // The provider may take locks of its own (Python's): called before the
-  // detector's lock.
+namespace {
+// The provider may take locks of its own (Python's): called before the
+// detector's lock.
+std::string launchSite() {
   std::string site;
   if (npuSimLaunchSiteFn provider = g_site_provider.load(std::memory_order_acquire)) {
     if (const char* text = provider()) {
       site = text;
     }
   }
-  return detector().launch(stream, name, accesses, count, std::move(site));
+  return site;
+}
+} // namespace
+
+aclError launch(Stream* stream, const char* name, const npuSimMemAccess* accesses, size_t count) {
+  return detector().launch(stream, name, accesses, count, launchSite());
+}
+
+aclError hostAccess(const char* name, const npuSimMemAccess* accesses, size_t count) {
+  return detector().hostAccess(name, accesses, count, launchSite());
 }
 
 void eventRecorded(Event* event, Stream* stream) {

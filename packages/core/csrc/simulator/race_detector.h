@@ -6,10 +6,10 @@
 // touches the same device memory without such an order races: the result
 // depends on which worker runs first. With the detector on, every launch
 // that declares the device memory it reads and writes (user work launched
-// with npuSimLaunchWorkWithAccesses; copies and memsets, whose ranges the
-// simulator knows; HCCL collectives: send buffers read, receive buffers
-// written) is checked against the accesses before it, on the launching
-// thread, before the work is enqueued; a race fails the launch with
+// with npuSimLaunchWorkWithAccesses, which torch-npu's one launch path
+// uses for every kernel; copies and memsets, whose ranges the simulator
+// knows; HCCL collectives: send buffers read, receive buffers written) is
+// checked against the accesses before it, on the launching thread, before the work is enqueued; a race fails the launch with
 // ACL_ERROR_RT_FAILURE and a message naming both accesses (work name,
 // stream, launch site), as PyTorch's CUDA sanitizer raises. The check
 // follows the launch order the host sees, not the order the workers happen
@@ -36,11 +36,30 @@
 // intervals of device memory (an interval map, split where accesses
 // begin and end); aclrtFree and aclrtUnmapMem forget theirs.
 //
-// Not tracked: work launched without declared accesses (npuSimLaunchWork),
-// synchronous aclrtMemcpy / aclrtMemset, host memory, work captured into a
-// model (aclmdlRICapture*) and model replays. The host is one clock for
-// all threads, so a synchronisation on one host thread also orders later
-// launches of another.
+// Synchronous aclrtMemcpy / aclrtMemset act on the caller's thread, in host
+// order: they are checked as accesses of the host clock (hostAccess), so
+// reading device memory a stream is still writing, without synchronising
+// with it first, is reported; every later launch is ordered after them.
+// A model keeps the declared accesses of the work captured into it (while
+// the detector is on), and each replay checks them, and the captured event
+// records and waits between its lanes, as if the items were launched then
+// on the streams that replay them.
+//
+// Not tracked: work launched without declared accesses (npuSimLaunchWork,
+// or npuSimLaunchWorkWithAccesses with none: in torch-npu, only work that
+// touches no device memory, such as the graph random generator's replay
+// base, markers and torch_npu._sleep), host memory, and models captured
+// while the detector was off (their replays run unchecked). Inexact: a
+// strided view of more than 64 dense runs is declared as its whole span
+// (torch-npu's WorkAccesses.h), so a view interleaved with it on another
+// stream is reported though no byte is shared. The host is
+// one clock for all threads, so a synchronisation on one host thread also
+// orders later launches of another. A wait the program needs on a device
+// too (a data-dependent op's, which learns its result's size) and every
+// launch's wait under ASCEND_LAUNCH_BLOCKING=1 order what follows, and can
+// hide a race another run would have; the waits only the simulator does (an
+// op's first call, waiting for its kernel to raise its errors at the call)
+// use npuSimSynchronizeStreamUnordered and order nothing.
 #pragma once
 
 #include <atomic>
@@ -76,6 +95,11 @@ void setSiteProvider(npuSimLaunchSiteFn provider);
 // race: sets the recent error message, records nothing and returns
 // ACL_ERROR_RT_FAILURE. Ranges outside device memory are ignored.
 aclError launch(Stream* stream, const char* name, const npuSimMemAccess* accesses, size_t count);
+
+// As launch, for device memory the host itself reads and writes now
+// (synchronous aclrtMemcpy / aclrtMemset): checked against the stream work
+// the host has not synchronised with.
+aclError hostAccess(const char* name, const npuSimMemAccess* accesses, size_t count);
 
 void eventRecorded(Event* event, Stream* stream);
 void streamWaitedEvent(Stream* stream, Event* event);

@@ -97,6 +97,11 @@ NPU_SIM_EXPORT aclError npuSimRaceCheckEnabled(int* enabled) {
   });
 }
 
+NPU_SIM_EXPORT aclError npuSimSynchronizeStreamUnordered(aclrtStream stream) {
+  return guarded("npuSimSynchronizeStreamUnordered",
+                 [&] { return impl::synchronizeStream(stream, /*ordersHost=*/false); });
+}
+
 NPU_SIM_EXPORT aclError npuSimRaceCheckSetSiteProvider(npuSimLaunchSiteFn provider) {
   npu_sim::race::setSiteProvider(provider);
   return ACL_SUCCESS;

@@ -159,9 +159,9 @@ void setCorrelation(Work& work, uint64_t id) {
 
 } // namespace
 
-uint64_t Stream::enqueue(const WorkItem& item) {
+uint64_t Stream::enqueue(const WorkItem& item, const DeclaredAccesses* accesses) {
   if (Model* model = capture_.load(std::memory_order_acquire); __builtin_expect(model != nullptr, 0)) {
-    model->append(this, item);
+    model->append(this, item, accesses);
     return 0;
   }
   uint64_t number;

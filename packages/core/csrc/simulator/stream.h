@@ -74,7 +74,7 @@ class Stream {
   aclError ensureWorker();
   // Appends an item; ensureWorker must have succeeded. Returns its number
   // (1-based, as enqueued()): waitFor(number) waits until it ran.
-  uint64_t enqueue(const WorkItem& item);
+  uint64_t enqueue(const WorkItem& item, const DeclaredAccesses* accesses = nullptr);
 
   // Appends an event record (`wait` false) or a wait for an event whose
   // pending record is on `waits_on` (null: unknown), as enqueue() does, and
@@ -89,7 +89,8 @@ class Stream {
 
   // The model capturing this stream's work (model.h), or null. While set,
   // enqueue appends host-function work, copies and memsets to it instead
-  // of queueing them (and returns 0); records and waits are the caller's.
+  // of queueing them (and returns 0), with their declared `accesses` (null
+  // while the race detector is off); records and waits are the caller's.
   class Model* capture() const {
     return capture_.load(std::memory_order_acquire);
   }

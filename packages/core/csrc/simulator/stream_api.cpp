@@ -97,8 +97,8 @@ aclError destroyStream(aclrtStream stream) {
   return ACL_SUCCESS;
 }
 
-aclError synchronizeStream(aclrtStream stream) {
-  const char* api = "aclrtSynchronizeStream";
+aclError synchronizeStream(aclrtStream stream, bool ordersHost) {
+  const char* api = ordersHost ? "aclrtSynchronizeStream" : "npuSimSynchronizeStreamUnordered";
   Runtime& rt = Runtime::get();
   if (aclError err = rt.check(api); err != ACL_SUCCESS) {
     return err;
@@ -116,7 +116,7 @@ aclError synchronizeStream(aclrtStream stream) {
   if (!s->waitFor(s->enqueued())) {
     return abandonedAtExit();
   }
-  if (race::enabled()) {
+  if (ordersHost && race::enabled()) {
     race::hostWaitedStream(s);
   }
   return reportWorkError(s->takeError());
@@ -259,15 +259,17 @@ aclError launchWork(aclrtStream stream, const npuSimWork* work, const npuSimMemA
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
   }
-  if (race::enabled() && s->capture() == nullptr) {
-    if (aclError err = race::launch(s, work->name != nullptr ? work->name : "device work",
-                                    accesses, count);
-        err != ACL_SUCCESS) {
+  const DeclaredAccesses declared{work->name != nullptr ? work->name : "device work", accesses,
+                                  count};
+  const bool race_check = race::enabled();
+  if (race_check && s->capture() == nullptr) {
+    if (aclError err = race::launch(s, declared.name, accesses, count); err != ACL_SUCCESS) {
       return err;
     }
   }
   const uint64_t id = nextWorkId();
-  s->enqueue(UserWork{*work, id});
+  // A capturing stream's model keeps the accesses for its replays.
+  s->enqueue(UserWork{*work, id}, race_check ? &declared : nullptr);
   if (workId != nullptr) {
     *workId = id;
   }

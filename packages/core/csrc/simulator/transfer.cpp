@@ -175,9 +175,16 @@ aclError memcpySync(void* dst, size_t destMax, const void* src, size_t count,
   if (aclError err = prepareCopy(api, dst, destMax, src, count, kind, &c); err != ACL_SUCCESS) {
     return err;
   }
-  if (c.count != 0) {
-    copyBytes(c);
+  if (c.count == 0) {
+    return ACL_SUCCESS;
   }
+  if (race::enabled()) {
+    const npuSimMemAccess accesses[] = {{src, c.count, 0}, {dst, c.count, 1}};
+    if (aclError err = race::hostAccess(api, accesses, 2); err != ACL_SUCCESS) {
+      return err;
+    }
+  }
+  copyBytes(c);
   return ACL_SUCCESS;
 }
 
@@ -202,13 +209,16 @@ aclError memcpyAsync(void* dst, size_t destMax, const void* src, size_t count,
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
   }
-  if (race::enabled() && s->capture() == nullptr) {
-    const npuSimMemAccess accesses[] = {{src, c.count, 0}, {dst, c.count, 1}};
-    if (aclError err = race::launch(s, "memcpy", accesses, 2); err != ACL_SUCCESS) {
+  const npuSimMemAccess accesses[] = {{src, c.count, 0}, {dst, c.count, 1}};
+  const DeclaredAccesses declared{"memcpy", accesses, 2};
+  const bool race_check = race::enabled();
+  if (race_check && s->capture() == nullptr) {
+    if (aclError err = race::launch(s, declared.name, accesses, 2); err != ACL_SUCCESS) {
       return err;
     }
   }
-  s->enqueue(CopyWork{c.dst, c.src, c.count});
+  // A capturing stream's model keeps the accesses for its replays.
+  s->enqueue(CopyWork{c.dst, c.src, c.count}, race_check ? &declared : nullptr);
   return ACL_SUCCESS;
 }
 
@@ -224,9 +234,16 @@ aclError memsetSync(void* devPtr, size_t maxCount, int32_t value, size_t count) 
   if (aclError err = prepareMemset(api, devPtr, maxCount, count, &host); err != ACL_SUCCESS) {
     return err;
   }
-  if (count != 0) {
-    std::memset(host, static_cast<unsigned char>(value), count);
+  if (count == 0) {
+    return ACL_SUCCESS;
   }
+  if (race::enabled()) {
+    const npuSimMemAccess access{devPtr, count, 1};
+    if (aclError err = race::hostAccess(api, &access, 1); err != ACL_SUCCESS) {
+      return err;
+    }
+  }
+  std::memset(host, static_cast<unsigned char>(value), count);
   return ACL_SUCCESS;
 }
 
@@ -251,13 +268,17 @@ aclError memsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count,
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
   }
-  if (race::enabled() && s->capture() == nullptr) {
-    const npuSimMemAccess access{devPtr, count, 1};
-    if (aclError err = race::launch(s, "memset", &access, 1); err != ACL_SUCCESS) {
+  const npuSimMemAccess access{devPtr, count, 1};
+  const DeclaredAccesses declared{"memset", &access, 1};
+  const bool race_check = race::enabled();
+  if (race_check && s->capture() == nullptr) {
+    if (aclError err = race::launch(s, declared.name, &access, 1); err != ACL_SUCCESS) {
       return err;
     }
   }
-  s->enqueue(MemsetWork{host, count, static_cast<unsigned char>(value)});
+  // A capturing stream's model keeps the accesses for its replays.
+  s->enqueue(MemsetWork{host, count, static_cast<unsigned char>(value)},
+             race_check ? &declared : nullptr);
   return ACL_SUCCESS;
 }
 

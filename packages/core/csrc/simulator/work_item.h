@@ -52,4 +52,13 @@ struct UserWork {
 
 using WorkItem = std::variant<CopyWork, MemsetWork, RecordWork, WaitWork, UserWork>;
 
+// What a launch declared it reads and writes (Note [Stream race
+// detection], race_detector.h), kept by a capturing model so that its
+// replays are checked too. Device addresses; `name` has static storage.
+struct DeclaredAccesses {
+  const char* name;
+  const npuSimMemAccess* accesses;
+  size_t count;
+};
+
 } // namespace npu_sim

@@ -207,6 +207,7 @@ _SIGNATURES = {
     "npuSimRaceCheckEnable": (c_int, [c_int]),
     "npuSimRaceCheckEnabled": (c_int, [POINTER(c_int)]),
     "npuSimRaceCheckSetSiteProvider": (c_int, [c_void_p]),
+    "npuSimSynchronizeStreamUnordered": (c_int, [c_void_p]),
     # HCCL (hccl_functions.h); HcclComm and aclrtStream are pointers
     "HcclGetRootInfo": (c_int, [c_void_p]),
     "HcclCommInitRootInfo": (c_int, [c_uint32, c_void_p, c_uint32, POINTER(c_void_p)]),

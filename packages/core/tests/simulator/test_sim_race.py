@@ -160,3 +160,107 @@ def test_off_tracks_nothing(dev0):
     dev0.launch_accessing(s1, b"write", writes=[(p, N)])
     dev0.launch_accessing(s2, b"write", writes=[(p, N)])
     dev0.sync_device()
+
+
+def test_synchronous_memcpy_is_a_host_access(race):
+    p = race.malloc(N)
+    s1 = race.create_stream()
+    race.launch_accessing(s1, b"producer", writes=[(p, N)])
+    # The host reads memory s1 may still be writing: nothing waited for it.
+    with pytest.raises(AclError) as raised:
+        race.d2h(p, N, sync=True)
+    message = raised.value.message
+    assert "read-after-write" in message and "'aclrtMemcpy'" in message and "'producer'" in message
+    assert "the host (synchronous call)" in message
+    race.sync(s1)
+    race.d2h(p, N, sync=True)
+    # A host write is ordered before every later launch.
+    race.h2d(p, b"x" * N, sync=True)
+    s2 = race.create_stream()
+    race.launch_accessing(s2, b"consumer", reads=[(p, N)])
+
+
+def test_synchronous_memset_is_a_host_access(race):
+    p = race.malloc(N)
+    s1 = race.create_stream()
+    race.launch_accessing(s1, b"reader", reads=[(p, N)])
+    rc = race.lib.aclrtMemset(p, N, 0, N)
+    assert rc == ACL_ERROR_RT_FAILURE
+    message = race.err()
+    assert "write-after-read" in message and "'aclrtMemset'" in message and "'reader'" in message
+    e = race.create_event()
+    race.record(e, s1)
+    race.check("aclrtSynchronizeEvent", race.lib.aclrtSynchronizeEvent(e))
+    race.check("aclrtMemset", race.lib.aclrtMemset(p, N, 0, N))
+
+
+def _capture(race, stream, launch):
+    model = ctypes.c_void_p()
+    race.check("aclmdlRICaptureBegin", race.lib.aclmdlRICaptureBegin(stream, 2))  # RELAXED
+    launch()
+    race.check("aclmdlRICaptureEnd", race.lib.aclmdlRICaptureEnd(stream, byref(model)))
+    return model.value
+
+
+def test_model_replays_are_checked_as_launches(race):
+    p, q = race.malloc(N), race.malloc(N)
+    s1, s2 = race.create_stream(), race.create_stream()
+
+    def work():
+        race.launch_accessing(s1, b"captured write", reads=[(q, N)], writes=[(p, N)])
+        assert race.lib.aclrtMemsetAsync(q, N, 0, N, s1) == ACL_SUCCESS
+
+    model = _capture(race, s1, work)
+    try:
+        # Capturing ran nothing, so it raced with nothing.
+        race.launch_accessing(s2, b"writer", writes=[(q, N)])
+        # The replay's memset writes q, which s2 wrote unordered.
+        rc = race.lib.aclmdlRIExecuteAsync(model, s1)
+        assert rc == ACL_ERROR_RT_FAILURE
+        message = race.err()
+        assert "'captured write'" in message and "read-after-write" in message and "'writer'" in message
+        race.sync_device()
+        race.check("aclmdlRIExecuteAsync", race.lib.aclmdlRIExecuteAsync(model, s1))
+        # A read of the replay's output on another stream needs an order.
+        with pytest.raises(AclError, match=r"read-after-write.*'captured write'"):
+            race.launch_accessing(s2, b"reader", reads=[(p, N)])
+        done = race.create_event()
+        race.record(done, s1)
+        race.wait_event(s2, done)
+        race.launch_accessing(s2, b"reader", reads=[(p, N)])
+        race.sync_device()
+    finally:
+        race.check("aclmdlRIDestroy", race.lib.aclmdlRIDestroy(model))
+
+
+def test_model_lanes_are_ordered_by_their_captured_events(race):
+    p = race.malloc(N)
+    s1, s2 = race.create_stream(), race.create_stream()
+    fork, join = race.create_event(), race.create_event()
+
+    def work():
+        race.launch_accessing(s1, b"lane 0 write", writes=[(p, N)])
+        race.record(fork, s1)
+        race.wait_event(s2, fork)  # s2 joins the capture
+        race.launch_accessing(s2, b"lane 1 read", reads=[(p, N)])
+        race.record(join, s2)
+        race.wait_event(s1, join)
+
+    model = _capture(race, s1, work)
+    try:
+        for _ in range(2):  # the second replay is ordered after the first by the join
+            race.check("aclmdlRIExecuteAsync", race.lib.aclmdlRIExecuteAsync(model, s1))
+        race.sync(s1)
+    finally:
+        race.check("aclmdlRIDestroy", race.lib.aclmdlRIDestroy(model))
+
+
+def test_an_unordered_synchronisation_orders_nothing(race):
+    p = race.malloc(N)
+    s1, s2 = race.create_stream(), race.create_stream()
+    race.launch_accessing(s1, b"write", writes=[(p, N)])
+    race.check("npuSimSynchronizeStreamUnordered", race.lib.npuSimSynchronizeStreamUnordered(s1))
+    with pytest.raises(AclError, match=r"read-after-write.*'write'"):
+        race.launch_accessing(s2, b"read", reads=[(p, N)])
+    race.sync(s1)
+    race.launch_accessing(s2, b"read", reads=[(p, N)])

@@ -26,6 +26,7 @@
 
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/WorkAccesses.h"
 
 namespace py = pybind11;
 
@@ -99,6 +100,7 @@ void launch_kernel(
     const std::string& name,
     uintptr_t fn,
     const std::vector<at::Tensor>& tensors,
+    size_t num_inputs,
     int64_t stream_id,
     c10::DeviceIndex device_index) {
   TORCH_CHECK(fn != 0, "launch_kernel: kernel ", name, " has no function address");
@@ -123,6 +125,14 @@ void launch_kernel(
   }
   const auto stream = c10_npu::NPUStream::unpack3(
       static_cast<c10::StreamId>(stream_id), device_index, c10::DeviceType::PrivateUse1);
+  // Note [Stream race detection]: the kernel reads its inputs and writes its
+  // outputs (the tensors after the first num_inputs).
+  c10_npu::WorkAccessScope accesses;
+  if (C10_UNLIKELY(accesses.active())) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      accesses.add(tensors[i], i >= num_inputs);
+    }
+  }
   c10_npu::launch_host_work(stream, intern_name(name), std::move(work));
 }
 
@@ -132,5 +142,5 @@ PYBIND11_MODULE(_launch, m) {
   m.doc() = "Launches MLIR-compiled kernels as device work on npu streams.";
   m.attr("MAX_KERNEL_ARGS") = kMaxArgs;
   m.def("launch_kernel", &launch_kernel, py::arg("name"), py::arg("fn"), py::arg("tensors"),
-        py::arg("stream_id"), py::arg("device_index"));
+        py::arg("num_inputs"), py::arg("stream_id"), py::arg("device_index"));
 }

@@ -113,6 +113,7 @@ Loaded load() {
   resolve(handle, "npuSimRaceCheckEnable", loaded.api.npuSimRaceCheckEnable, simulator, library);
   resolve(handle, "npuSimRaceCheckEnabled", loaded.api.npuSimRaceCheckEnabled, simulator, library);
   resolve(handle, "npuSimRaceCheckSetSiteProvider", loaded.api.npuSimRaceCheckSetSiteProvider, simulator, library);
+  resolve(handle, "npuSimSynchronizeStreamUnordered", loaded.api.npuSimSynchronizeStreamUnordered, simulator, library);
   c10_npu::detail::adopt_runtime_race_check(loaded.api);
 
   loaded.info.backend = backend;

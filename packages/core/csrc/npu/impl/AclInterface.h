@@ -32,6 +32,7 @@ struct AclApi {
   decltype(&::npuSimRaceCheckEnable) npuSimRaceCheckEnable = nullptr;
   decltype(&::npuSimRaceCheckEnabled) npuSimRaceCheckEnabled = nullptr;
   decltype(&::npuSimRaceCheckSetSiteProvider) npuSimRaceCheckSetSiteProvider = nullptr;
+  decltype(&::npuSimSynchronizeStreamUnordered) npuSimSynchronizeStreamUnordered = nullptr;
 #undef TORCH_NPU_ACL_POINTER
 };
 

@@ -135,7 +135,7 @@ class MLIRKernel:
         if any(t.numel() == 0 for t in outputs):
             return
         device_index = outputs[0].device.index if outputs else 0
-        _launch.launch_kernel(self.name, compiled.address, args, stream, device_index)
+        _launch.launch_kernel(self.name, compiled.address, args, len(inputs), stream, device_index)
         for out, tmp in staged:
             out.copy_(tmp)
 
