@@ -45,6 +45,10 @@ class Capture:
             self._stream_context.__exit__(*exc)
 
     def replay(self) -> None:
+        # The replay reads what the current stream wrote (the inputs' copies):
+        # it must wait for it, as NPUGraph.replay does. (Without the wait the
+        # replay raced with the copies; NPU_SIM_RACE_CHECK=1 reports it.)
+        self.stream.wait_stream(torch.npu.current_stream())
         C._npu_model_execute(self.model, self.stream.stream_id, self.device)
         torch.npu.current_stream().wait_stream(self.stream)
 
