@@ -1393,11 +1393,16 @@ class DeviceCachingAllocator {
   }
 
   // Whether `stream` has no queued or running work (its blocks freed so far
-  // are used by nothing on the device).
+  // are used by nothing on the device). A stream the runtime no longer
+  // knows (an external stream destroyed by its owner) counts as busy: its
+  // segment keeps its chunks, and the allocation asking goes on.
   bool stream_idle(aclrtStream stream) const {
     ensure_device_context(device_);
     aclrtStreamStatus status = ACL_STREAM_STATUS_NOT_READY;
-    NPU_CHECK(acl::api().aclrtStreamQuery(stream, &status));
+    if (acl::api().aclrtStreamQuery(stream, &status) != ACL_SUCCESS) {
+      acl::api().aclGetRecentErrMsg(); // consumed: nothing to report
+      return false;
+    }
     return status == ACL_STREAM_STATUS_COMPLETE;
   }
 
