@@ -5,12 +5,12 @@ in Ascend's layout, and kernels and HCCL lanes in its trace."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from _rank_processes import run_rank_script
 
 TIME_INFO = ["Start Timestamp(us)", "Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)",
              "Synchronization Time(ms)", "Idle Time(ms)", "Wait Time Ratio", "Synchronization Time Ratio"]
@@ -70,16 +70,7 @@ def run_ranks(tmp_path: Path, world: int = 2) -> Path:
     script = tmp_path / "rank.py"
     script.write_text(f"LATE_S = {LATE_S}\n" + textwrap.dedent(RANK_SCRIPT))
     out = tmp_path / "out"
-    procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(world), str(tmp_path / "store"),
-                               str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank in range(world)]
-    try:
-        for rank, proc in enumerate(procs):
-            stdout, stderr = proc.communicate(timeout=120)
-            assert proc.returncode == 0, f"rank {rank} failed:\n{stdout}\n{stderr}"
-    finally:
-        for proc in procs:
-            proc.kill()
+    run_rank_script(script, world, lambda rank: [str(rank), str(world), str(tmp_path / "store"), str(out)])
     return out
 
 

@@ -17,14 +17,13 @@ import csv
 import gzip
 import json
 import logging
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from _rank_processes import run_rank_script
 from torch_npu.profiler import ProfilerActivity, ProfilerLevel, _ExperimentalConfig, profile, schedule, \
     tensorboard_trace_handler
 
@@ -215,15 +214,7 @@ def distributed_logdir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tb_dist")
     script = root / "rank.py"
     script.write_text(RANK_SCRIPT)
-    procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(root / "store"), str(root / "logs" / RUN)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
-    try:
-        for rank, proc in enumerate(procs):
-            stdout, stderr = proc.communicate(timeout=120)
-            assert proc.returncode == 0, f"rank {rank} failed:\n{stdout}\n{stderr}"
-    finally:
-        for proc in procs:
-            proc.kill()
+    run_rank_script(script, 2, lambda rank: [str(rank), str(root / "store"), str(root / "logs" / RUN)])
     return root / "logs"
 
 
