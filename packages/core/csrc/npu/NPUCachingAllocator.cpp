@@ -1017,26 +1017,30 @@ class DeviceCachingAllocator {
     return block;
   }
 
-  // Note [Placement in expandable segments]: in an expandable segment,
-  // free address space costs nothing; what costs physical memory beyond
-  // the blocks' own bytes is the partial chunk at each end of every run of
+  // Note [Placement in expandable segments]: in an expandable segment, free
+  // address space costs nothing; what costs physical memory beyond the
+  // blocks' own bytes is the partial chunk at each end of every run of
   // allocated blocks (a chunk shared by an allocated block and free memory
   // stays mapped; Note [Holes in expandable segments]). Best fit scatters
   // the blocks of a growing workload over the segment: each KV cache,
   // allocated a little longer than the one it replaces, goes to whichever
   // gap fits it best, and the live caches end up in many short runs. So a
-  // large request takes the free block of the segment at the lowest
-  // address that fits it (address-ordered first fit), from its front:
-  // allocated blocks pack toward the segment's start and free memory
-  // gathers toward its end, where the segment grows, so the live memory
-  // forms few runs and the gaps between them are whole chunks that go back
-  // to the device. Measured on benchmarks/allocator_traces.py, kv-cache-large:
-  // reserved / requested 1.083 (best fit, carving the end with fewer holes)
-  // -> see the benchmark's output. Small requests keep best fit: a small
-  // block is a fraction of a chunk (its placement moves no chunk boundary
-  // that matters) and the small pool's many free blocks keep their search
-  // logarithmic. `best` is the best fit, the first candidate; the scan
-  // covers the stream's free blocks of at least `size` bytes.
+  // large request takes the free block of the segment at the lowest address
+  // that fits it (address-ordered first fit), from its front: allocated
+  // blocks pack toward the segment's start and free memory gathers toward
+  // its end, where the segment grows, so the live memory forms few runs and
+  // the gaps between them are whole chunks that go back to the device.
+  // Measured on benchmarks/allocator_traces.py, kv-cache-large (9 caches of
+  // up to 16 MiB live at its peak): reserved / requested 1.083 with best fit
+  // (carving the end of a free block that had fewer holes; the live caches
+  // sat in 4-5 runs) -> 1.028, the other traces unchanged. The price: the
+  // gap a request takes is often unmapped while the caches just freed, still
+  // mapped, lie above it, so more chunks move per allocation (unmapped and
+  // mapped again, Note [Reclaiming free chunks]). Small requests keep best
+  // fit: a small block is a fraction of a chunk (its placement moves no
+  // chunk boundary that matters) and the small pool's many free blocks keep
+  // their search logarithmic. `best` is the best fit, the first candidate;
+  // the scan covers the stream's free blocks of at least `size` bytes.
   Block* lowest_fitting_block(const BlockPool& pool, std::set<Block*, BlockComparator>::iterator best,
                               size_t size) const {
     Block* lowest = *best;
