@@ -63,8 +63,10 @@
 // inside free blocks (freed while the segment's stream is idle, or before
 // a drain of it, since unmapping is not stream-ordered) are unmapped,
 // leaving holes in the address range; a block taken for an allocation maps
-// the holes it touches first, and is carved from the end of its free block
-// that has fewer holes. Before any segment maps memory beyond what the
+// the holes it touches first. A large request takes the lowest-addressed
+// free block that fits, from its front, so that the live blocks pack into
+// few runs of mapped chunks (Note [Placement in expandable segments] in
+// NPUCachingAllocator.cpp). Before any segment maps memory beyond what the
 // program has needed (1/32 over its peak), the free chunks of every segment
 // whose stream is idle go back as well (Note [Reclaiming free chunks] in
 // NPUCachingAllocator.cpp). A KV cache that grows token by token (each longer cache
