@@ -155,6 +155,14 @@ aclError npuSimSynchronizeStreamUnordered(aclrtStream stream);
 typedef const char* (*npuSimLaunchSiteFn)(void);
 aclError npuSimRaceCheckSetSiteProvider(npuSimLaunchSiteFn provider);
 
+// ---- The simulated HCCL ----
+//
+// Whether the communicator `comm` (an HcclComm) reads its peers' device
+// buffers directly (*direct = 1) or moves collective data through shared
+// transfer buffers (0): Note [Direct collectives] in collective_comm.cpp.
+// Returns an HcclResult (0: success).
+int npuSimHcclCommIsDirect(void* comm, uint32_t* direct);
+
 // Describes the simulator configuration in effect, e.g.
 // "devices=8 capacity=17179869184 checker=on cann=9.0.0". Never null.
 const char* npuSimDescribe(void);

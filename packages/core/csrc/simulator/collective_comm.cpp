@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "collective_reduce.h"
+#include "peer_memory.h"
 #include "runtime.h"
 #include "util.h"
 
@@ -42,6 +43,16 @@ constexpr uint64_t kDefaultSlotMiB = 16;
 // HCCL's documented defaults, in seconds.
 constexpr double kDefaultConnectTimeout = 120;
 constexpr double kDefaultExecTimeout = 1836;
+// A direct reduction combines this many bytes of every rank at a time, in
+// buffers that stay in the cache (Note [Direct collectives]).
+constexpr size_t kReduceChunkBytes = 128 << 10;
+
+// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
+}
 // How long a rank spins at a meeting point before it sleeps.
 constexpr std::chrono::nanoseconds kMeetingSpin{50'000};
 
@@ -84,6 +95,14 @@ struct alignas(64) RankState {
   // The descriptors of this rank's collectives, by the parity of their
   // sequence numbers (Note [Collective descriptors]).
   alignas(64) CollectiveDescriptor posted[2];
+  // Note [Direct collectives]: where this rank's probe word is in its
+  // process and what it holds; whether this rank can read every peer (0:
+  // not known yet, 1: yes, 2: no); the host addresses of the send and
+  // receive buffers of its collectives, by parity as `posted`.
+  alignas(64) std::atomic<uint64_t> probe_address;
+  std::atomic<uint64_t> probe_value;
+  std::atomic<uint32_t> reads_peers;
+  alignas(64) uint64_t buffers[2][2];
 };
 static_assert(std::is_trivially_copyable_v<CollectiveDescriptor>);
 
@@ -102,6 +121,22 @@ double envSeconds(const char* name, double fallback) {
     return fallback;
   }
   return seconds;
+}
+
+// NPU_SIM_HCCL_TRANSPORT: "direct" (the default) reads peers' buffers
+// where the kernel allows it, "staging" always moves data through the
+// transfer buffers (Note [Direct collectives]).
+bool directTransportWanted() {
+  const char* value = std::getenv("NPU_SIM_HCCL_TRANSPORT");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "direct") == 0) {
+    return true;
+  }
+  if (std::strcmp(value, "staging") == 0) {
+    return false;
+  }
+  std::fprintf(stderr, "npu simulator: NPU_SIM_HCCL_TRANSPORT=%s is neither direct nor staging; "
+               "using direct\n", value);
+  return true;
 }
 
 uint64_t slotBytesFromEnv() {
@@ -595,6 +630,12 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
                                    "); every process must pass a different rank");
     }
   }
+  // Note [Direct collectives]: peers read this word when the communicator
+  // is complete to learn whether they can read this process.
+  std::random_device entropy;
+  comm->probe_word_ = ((static_cast<uint64_t>(entropy()) << 32) ^ entropy()) | 1;
+  region.rank[rank].probe_value.store(comm->probe_word_);
+  region.rank[rank].probe_address.store(reinterpret_cast<uintptr_t>(&comm->probe_word_));
   // The last rank to map the segment removes its name: from then on it is
   // reachable only through the mappings, and goes away with the last one.
   if (region.mapped.fetch_add(1) + 1 == nRanks) {
@@ -604,6 +645,9 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   if (joined != HCCL_SUCCESS) {
     shm_unlink(comm->name_.c_str()); // when a rank never came to map it
     return joined;
+  }
+  if (HcclResult r = comm->chooseTransport(connect_timeout, why); r != HCCL_SUCCESS) {
+    return r;
   }
   *out = std::move(comm);
   return HCCL_SUCCESS;
@@ -853,6 +897,261 @@ HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
   return HCCL_SUCCESS;
 }
 
+// Note [Direct collectives]
+// The ranks of a communicator are processes of one machine and one user
+// (Note [One machine]), so a rank can read a peer's device buffers itself
+// with cross-memory attach (process_vm_readv): one kernel copy from the
+// peer's pages, instead of the peer copying its data into its transfer
+// buffer and this rank copying it out again. Device memory is private
+// anonymous memory without the checker (for transparent huge pages) and
+// the peer's pages are not otherwise reachable, which is why the copy goes
+// through the kernel rather than through a mapping.
+//
+// A direct collective publishes the host addresses of its send and receive
+// buffers next to its descriptor (RankState::buffers, by parity as
+// `posted`), meets once, checks that every rank runs the same collective
+// (Note [Collective descriptors]) and that no rank has failed, and only
+// then reads. All-reduce is a reduce-scatter then an all-gather: rank r
+// combines its r-th share of the elements, reading every rank's input of
+// that share in rank order into cache-sized chunks (kReduceChunkBytes), so
+// the result is bit-identical to the staging path's; the ranks meet; each
+// then reads the other shares from their owners' outputs. Reduce-scatter
+// is the first half; all-gather, broadcast and all-to-all read straight
+// into the output. No rank waits for another per chunk: each reads at its
+// own pace, and only the meetings order the phases. An in-place
+// all-reduce writes a share of its buffer only after the peers read the
+// input there (the middle meeting), and every direct collective ends with
+// a meeting, after which no peer reads this rank's buffers any more: the
+// stream may then reuse or free them, and the race detector's view (this
+// work reads the send buffer and writes the receive buffer while it runs)
+// stays true. An output that overlaps this rank's input other than as the
+// API's in-place forms lay it out (an in-place reduce-scatter writes the
+// first piece of its input, which a peer reads) would be written while the
+// peers still read the input: such a rank collects its result in a private
+// buffer and copies it out after the last meeting (`deferred` below).
+// A peer that dies while this rank reads it makes the read fail
+// (or makes it miss the last meeting); either way the collective fails
+// naming it, as at any meeting (Note [HCCL timeouts]).
+//
+// The kernel refuses cross-memory attach where ptrace is restricted (Yama's
+// ptrace_scope, seccomp, a peer that made itself non-dumpable). So when a
+// communicator is made, every rank reads a probe word of every peer and
+// publishes whether it could; the ranks meet once more, and they use the
+// direct path only when every rank can read every peer, otherwise the
+// transfer buffers (staging) as before. NPU_SIM_HCCL_TRANSPORT=staging on
+// any rank forces staging for the whole communicator. Small all-reduces
+// (Note [Small all-reduces meet once]), barriers and point-to-point
+// messages do not depend on the choice.
+HcclResult Communicator::chooseTransport(double timeout_seconds, std::string* why) {
+  CommRegion& region = *region_;
+  bool can = directTransportWanted();
+  for (uint32_t r = 0; r < size_ && can; ++r) {
+    if (r == rank_) {
+      continue;
+    }
+    uint64_t seen = 0;
+    std::string error;
+    can = readPeerMemory(region.rank[r].pid.load(), region.rank[r].probe_address.load(), &seen,
+                         sizeof seen, &error) == PeerReadResult::kDone &&
+        seen == region.rank[r].probe_value.load();
+  }
+  region.rank[rank_].reads_peers.store(can ? 1 : 2);
+  if (HcclResult r = meet(timeout_seconds, why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  direct_ = true;
+  for (uint32_t r = 0; r < size_; ++r) {
+    direct_ = direct_ && region.rank[r].reads_peers.load() == 1;
+  }
+  return HCCL_SUCCESS;
+}
+
+uintptr_t Communicator::peerSend(uint32_t r) const {
+  return region_->rank[r].buffers[current_.sequence % 2][0];
+}
+
+uintptr_t Communicator::peerRecv(uint32_t r) const {
+  return region_->rank[r].buffers[current_.sequence % 2][1];
+}
+
+void Communicator::publishBuffers(const void* send, const void* recv) {
+  uint64_t* mine = region_->rank[rank_].buffers[current_.sequence % 2];
+  mine[0] = reinterpret_cast<uintptr_t>(send);
+  mine[1] = reinterpret_cast<uintptr_t>(recv);
+}
+
+HcclResult Communicator::beginDirect(CollectiveDescriptor what, const void* send,
+                                     const void* recv, std::string* why) {
+  if (HcclResult error = begin(what, why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  publishBuffers(send, recv);
+  if (HcclResult r = meet(exec_timeout_, why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  if (HcclResult r = checkAgreement(why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  // A rank that gave up waiting here (timeout) may already reuse its
+  // buffers: nobody reads them then.
+  return checkNoRankFailed(why);
+}
+
+HcclResult Communicator::endDirect(std::string* why) {
+  if (HcclResult r = meet(exec_timeout_, why); r != HCCL_SUCCESS) {
+    return r;
+  }
+  // A rank that timed out at this meeting did not wait for the slow reader:
+  // what that one read may be wrong.
+  return checkNoRankFailed(why);
+}
+
+HcclResult Communicator::readFrom(uint32_t r, uintptr_t remote, void* local, size_t bytes,
+                                  std::string* why) {
+  if (bytes == 0) {
+    return HCCL_SUCCESS;
+  }
+  if (r == rank_) {
+    if (reinterpret_cast<void*>(remote) != local) {
+      std::memmove(local, reinterpret_cast<const void*>(remote), bytes);
+    }
+    return HCCL_SUCCESS;
+  }
+  const int32_t pid = region_->rank[r].pid.load();
+  std::string error;
+  const PeerReadResult result = readPeerMemory(pid, remote, local, bytes, &error);
+  if (result == PeerReadResult::kDone) {
+    return HCCL_SUCCESS;
+  }
+  if (result == PeerReadResult::kGone || !processAlive(pid)) {
+    *why = "rank " + std::to_string(r) + " (process " + std::to_string(pid) +
+        ") exited before the collective completed";
+    return failed(HCCL_E_REMOTE, why);
+  }
+  char where[32];
+  std::snprintf(where, sizeof where, "%#llx", static_cast<unsigned long long>(remote));
+  if (result == PeerReadResult::kRefused) {
+    *why = "reading rank " + std::to_string(r) + "'s buffer (process " + std::to_string(pid) +
+        ") was refused (" + error + ") although it was allowed when the communicator was "
+        "made; set NPU_SIM_HCCL_TRANSPORT=staging to move data through shared memory instead";
+    return failed(HCCL_E_SYSCALL, why);
+  }
+  *why = "rank " + std::to_string(r) + "'s buffer at " + where + " (" + std::to_string(bytes) +
+      " bytes) is not mapped in its process (" + error + "): it was freed while the collective "
+      "ran";
+  return failed(HCCL_E_REMOTE, why);
+}
+
+HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* out,
+                                    size_t count, HcclDataType type, HcclReduceOp op,
+                                    std::string* why) {
+  const size_t esize = hcclElementSize(type);
+  const char* own = reinterpret_cast<const char*>(inputs[rank_]);
+  const size_t bytes = count * esize;
+  // The output accumulates in place unless it overlaps this rank's input,
+  // which rank 0's data would then overwrite before it is combined; rank 0
+  // reducing in place starts from its input already there.
+  const bool from_own = rank_ == 0 && out == own;
+  const bool in_output = from_own || !(out < own + bytes && own < out + bytes);
+  const size_t chunk = kReduceChunkBytes / esize;
+  scratch_.resize(2 * kReduceChunkBytes);
+  char* const staged = scratch_.data() + kReduceChunkBytes;
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t m = std::min(chunk, count - off);
+    const size_t at = off * esize;
+    char* acc = in_output ? out + at : scratch_.data();
+    if (!from_own) {
+      if (HcclResult r = readFrom(0, inputs[0] + at, acc, m * esize, why); r != HCCL_SUCCESS) {
+        return r;
+      }
+    }
+    for (uint32_t r = 1; r < size_; ++r) {
+      const char* in = own + at;
+      if (r != rank_) {
+        if (HcclResult e = readFrom(r, inputs[r] + at, staged, m * esize, why);
+            e != HCCL_SUCCESS) {
+          return e;
+        }
+        in = staged;
+      }
+      reduceInto(acc, in, m, type, op);
+    }
+    if (!in_output) {
+      std::memcpy(out + at, acc, m * esize);
+    }
+  }
+  return HCCL_SUCCESS;
+}
+
+HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t count,
+                                         HcclDataType type, HcclReduceOp op, int64_t root,
+                                         const CollectiveDescriptor& what, std::string* why) {
+  const size_t esize = hcclElementSize(type);
+  // An output overlapping the input other than exactly (in place) would
+  // overwrite input the peers (or this rank) read later; it is collected
+  // apart, and the peers read the shares from there.
+  char* const target = recv;
+  std::vector<char> deferred;
+  if (recv != nullptr && recv != send && overlap(recv, count * esize, send, count * esize)) {
+    deferred.resize(count * esize);
+    recv = deferred.data();
+  }
+  auto finish = [&] {
+    const HcclResult r = endDirect(why);
+    if (r == HCCL_SUCCESS && !deferred.empty()) {
+      std::memcpy(target, recv, count * esize);
+    }
+    return r;
+  };
+  if (HcclResult error = beginDirect(what, send, recv, why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  std::vector<uintptr_t> inputs(size_);
+  if (root >= 0) {
+    // HcclReduce: the root combines everything; the others only wait until
+    // it has read their inputs.
+    if (root == rank_) {
+      for (uint32_t r = 0; r < size_; ++r) {
+        inputs[r] = peerSend(r);
+      }
+      if (HcclResult e = reduceFrom(inputs, recv, count, type, op, why); e != HCCL_SUCCESS) {
+        return e;
+      }
+    }
+    return finish();
+  }
+  auto share = [&](uint32_t r) { return std::pair<size_t, size_t>{count * r / size_,
+                                                                   count * (r + 1) / size_}; };
+  // Reduce-scatter: this rank's share, from every rank's input.
+  const auto [lo, hi] = share(rank_);
+  for (uint32_t r = 0; r < size_; ++r) {
+    inputs[r] = peerSend(r) + lo * esize;
+  }
+  if (HcclResult e = reduceFrom(inputs, recv + lo * esize, hi - lo, type, op, why);
+      e != HCCL_SUCCESS) {
+    return e;
+  }
+  // Every share is combined, and nobody reads an input any more.
+  if (HcclResult e = meet(exec_timeout_, why); e != HCCL_SUCCESS) {
+    return e;
+  }
+  if (HcclResult e = checkNoRankFailed(why); e != HCCL_SUCCESS) {
+    return e;
+  }
+  // All-gather: the other shares, from their owners' outputs.
+  for (uint32_t r = 0; r < size_; ++r) {
+    if (r != rank_) {
+      const auto [from, to] = share(r);
+      if (HcclResult e = readFrom(r, peerRecv(r) + from * esize, recv + from * esize,
+                                  (to - from) * esize, why);
+          e != HCCL_SUCCESS) {
+        return e;
+      }
+    }
+  }
+  return finish();
+}
+
 HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, HcclDataType type,
                                    HcclReduceOp op, int64_t root, std::string* why) {
   const size_t esize = hcclElementSize(type);
@@ -887,6 +1186,10 @@ HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, H
     }
     return HCCL_SUCCESS;
   }
+  if (direct_) {
+    return allReduceDirect(static_cast<const char*>(send), static_cast<char*>(recv), count, type,
+                           op, root, what, why);
+  }
   return runCollective(
       what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {
@@ -914,6 +1217,19 @@ HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, u
   char* data = static_cast<char*>(buf);
   const CollectiveDescriptor what{CollectiveKind::kBroadcast, type, HCCL_REDUCE_RESERVED, root,
                                   count};
+  if (direct_) {
+    // Note [Direct collectives]: the others read the root's buffer.
+    if (HcclResult e = beginDirect(what, data, data, why); e != HCCL_SUCCESS) {
+      return e;
+    }
+    if (rank_ != root) {
+      if (HcclResult e = readFrom(root, peerSend(root), data, count * esize, why);
+          e != HCCL_SUCCESS) {
+        return e;
+      }
+    }
+    return endDirect(why);
+  }
   return runCollective(
       what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {
@@ -933,6 +1249,31 @@ HcclResult Communicator::allGather(const void* send, void* recv, size_t count, H
   const size_t esize = hcclElementSize(type);
   const CollectiveDescriptor what{CollectiveKind::kAllGather, type, HCCL_REDUCE_RESERVED,
                                   CollectiveDescriptor::kNoRoot, count};
+  if (direct_) {
+    // Note [Direct collectives]: every rank's input, straight into place
+    // (apart when the output overlaps the input other than in place).
+    const size_t bytes = count * esize;
+    char* out = static_cast<char*>(recv);
+    std::vector<char> deferred;
+    if (send != out + rank_ * bytes && overlap(out, size_ * bytes, send, bytes)) {
+      deferred.resize(size_ * bytes);
+      out = deferred.data();
+    }
+    if (HcclResult e = beginDirect(what, send, recv, why); e != HCCL_SUCCESS) {
+      return e;
+    }
+    for (uint32_t r = 0; r < size_; ++r) {
+      if (HcclResult e = readFrom(r, peerSend(r), out + r * bytes, bytes, why);
+          e != HCCL_SUCCESS) {
+        return e;
+      }
+    }
+    const HcclResult ended = endDirect(why);
+    if (ended == HCCL_SUCCESS && !deferred.empty()) {
+      std::memcpy(recv, out, size_ * bytes);
+    }
+    return ended;
+  }
   return runCollective(
       what, count, slot_bytes_ / esize, why,
       [&](size_t off, size_t m) {
@@ -952,6 +1293,35 @@ HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recv
   const size_t chunk = slot_bytes_ / (esize * size_);
   const CollectiveDescriptor what{CollectiveKind::kReduceScatter, type, op,
                                   CollectiveDescriptor::kNoRoot, recvCount};
+  if (direct_) {
+    // Note [Direct collectives]: this rank's piece of every rank's input.
+    // The peers read every other piece of this rank's input, so an output
+    // overlapping one of those (HCCL's in-place form writes the first) is
+    // collected apart.
+    const size_t bytes = recvCount * esize;
+    const char* own = static_cast<const char*>(send) + rank_ * bytes;
+    char* out = static_cast<char*>(recv);
+    std::vector<char> deferred;
+    if (out != own && overlap(out, bytes, send, size_ * bytes)) {
+      deferred.resize(bytes);
+      out = deferred.data();
+    }
+    if (HcclResult e = beginDirect(what, send, recv, why); e != HCCL_SUCCESS) {
+      return e;
+    }
+    std::vector<uintptr_t> inputs(size_);
+    for (uint32_t r = 0; r < size_; ++r) {
+      inputs[r] = peerSend(r) + rank_ * bytes;
+    }
+    if (HcclResult e = reduceFrom(inputs, out, recvCount, type, op, why); e != HCCL_SUCCESS) {
+      return e;
+    }
+    const HcclResult ended = endDirect(why);
+    if (ended == HCCL_SUCCESS && !deferred.empty()) {
+      std::memcpy(recv, out, bytes);
+    }
+    return ended;
+  }
   return runCollective(
       what, recvCount, chunk, why,
       [&](size_t off, size_t m) {
@@ -983,17 +1353,29 @@ HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>
   const size_t esize = hcclElementSize(type);
   const CollectiveDescriptor what{even ? CollectiveKind::kAllToAll : CollectiveKind::kAllToAllV,
                                   type};
-  if (HcclResult error = begin(what, why); error != HCCL_SUCCESS) {
-    return error;
-  }
   // First every rank publishes its counts, and all check that each pair
   // agrees: a mismatch fails every rank with the same message instead of
-  // moving wrong data. [sendCounts[size], recvCounts[size]] in the buffer.
+  // moving wrong data. [sendCounts[size], recvCounts[size]] in the buffer,
+  // then sendDispls[size] when peers read this rank's send buffer directly
+  // (Note [Direct collectives]); a rank overwrites its plan only in its
+  // next collective, after every rank has read it.
+  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+    return error;
+  }
   const size_t n = size_;
   std::vector<uint64_t> plan(2 * n);
   std::copy(sendCounts.begin(), sendCounts.end(), plan.begin());
   std::copy(recvCounts.begin(), recvCounts.end(), plan.begin() + n);
+  if (direct_) {
+    plan.insert(plan.end(), sendDispls.begin(), sendDispls.end());
+  }
   std::memcpy(slot(rank_), plan.data(), plan.size() * sizeof(uint64_t));
+  if (HcclResult error = begin(what, why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  if (direct_) {
+    publishBuffers(send, recv);
+  }
   if (HcclResult r = meet(exec_timeout_, why); r != HCCL_SUCCESS) {
     return r;
   }
@@ -1020,6 +1402,43 @@ HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>
       }
       longest = std::max(longest, sent);
     }
+  }
+  if (direct_) {
+    // Note [Direct collectives]: what each rank sends this one, straight
+    // into place (apart when the output overlaps the input, which the peers
+    // read). Only now that every rank has checked the plan: a rank that
+    // found it wrong (or gave up waiting) fails the others here.
+    if (HcclResult r = checkNoRankFailed(why); r != HCCL_SUCCESS) {
+      return r;
+    }
+    auto extent = [&](const std::vector<uint64_t>& counts, const std::vector<uint64_t>& displs) {
+      uint64_t end = 0;
+      for (size_t i = 0; i < n; ++i) {
+        end = counts[i] != 0 ? std::max(end, displs[i] + counts[i]) : end;
+      }
+      return end * esize;
+    };
+    const size_t recv_bytes = extent(recvCounts, recvDispls);
+    char* out = recv;
+    std::vector<char> deferred;
+    if (overlap(recv, recv_bytes, send, extent(sendCounts, sendDispls))) {
+      deferred.resize(recv_bytes);
+      out = deferred.data();
+    }
+    for (uint32_t from = 0; from < size_; ++from) {
+      const uintptr_t at = peerSend(from) + planOf(from, 2 * n + rank_) * esize;
+      if (HcclResult r = readFrom(from, at, out + recvDispls[from] * esize,
+                                  recvCounts[from] * esize, why);
+          r != HCCL_SUCCESS) {
+        return r;
+      }
+    }
+    const HcclResult ended = endDirect(why);
+    for (uint32_t from = 0; from < size_ && ended == HCCL_SUCCESS && !deferred.empty(); ++from) {
+      std::memcpy(recv + recvDispls[from] * esize, out + recvDispls[from] * esize,
+                  recvCounts[from] * esize);
+    }
+    return ended;
   }
   // Nobody overwrites its plan before everyone has read it.
   if (HcclResult r = meet(exec_timeout_, why); r != HCCL_SUCCESS) {

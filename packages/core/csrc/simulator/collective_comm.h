@@ -10,6 +10,11 @@
 // chunks. Every rank combines the inputs in rank order, so all ranks get
 // bit-identical results, as with HCCL's deterministic mode.
 //
+// Where the kernel lets the ranks read each other's memory (cross-memory
+// attach), collectives skip the transfer buffers: each rank reads its
+// peers' device buffers directly (Note [Direct collectives] in
+// collective_comm.cpp); the results are the same bits.
+//
 // Point-to-point messages (HcclSend/HcclRecv/HcclBatchSendRecv) involve two
 // ranks only, so they do not use the meeting points: each ordered pair of
 // ranks has a channel in the header, and a message moves through the
@@ -157,6 +162,11 @@ class Communicator {
   }
   WaitTimes waitTimes() const { return waits_; }
 
+  // Whether collectives read the peers' buffers directly (Note [Direct
+  // collectives], collective_comm.cpp) rather than through the transfer
+  // buffers; the same on every rank, decided when the communicator is made.
+  bool direct() const { return direct_; }
+
  private:
   Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
                double exec_timeout, std::string exec_timeout_origin);
@@ -194,6 +204,36 @@ class Communicator {
                    Late&& late, std::string* why);
   Channel& channel(uint32_t from, uint32_t to) const;
   void ring();
+
+  // Note [Direct collectives]
+  // At creation, after every rank attached: each rank tries to read every
+  // peer, and direct_ is set on all ranks alike when every rank can.
+  HcclResult chooseTransport(double timeout_seconds, std::string* why);
+  // Publishes this rank's buffers of the current collective for its peers
+  // (host addresses; either may be null).
+  void publishBuffers(const void* send, const void* recv);
+  // Starts the direct collective `what` whose buffers here are `send` and
+  // `recv` (host addresses; either may be null): publishes them, meets, and
+  // checks that every rank runs `what` and none has failed.
+  HcclResult beginDirect(CollectiveDescriptor what, const void* send, const void* recv,
+                         std::string* why);
+  // The last meeting of a direct collective: after it no peer reads this
+  // rank's buffers any more, so the stream may reuse or free them.
+  HcclResult endDirect(std::string* why);
+  // Rank r's send or receive buffer of the current collective, in its process.
+  uintptr_t peerSend(uint32_t r) const;
+  uintptr_t peerRecv(uint32_t r) const;
+  // Copies `bytes` at `remote` in rank r's process to `local` (a plain copy
+  // when r is this rank); a rank that exited fails the collective naming it.
+  HcclResult readFrom(uint32_t r, uintptr_t remote, void* local, size_t bytes,
+                      std::string* why);
+  // out[0, count) = inputs[0] (op) inputs[1] (op) ... in rank order, where
+  // inputs[r] is an address in rank r's process (inputs[rank_] one here).
+  HcclResult reduceFrom(const std::vector<uintptr_t>& inputs, char* out, size_t count,
+                        HcclDataType type, HcclReduceOp op, std::string* why);
+  HcclResult allReduceDirect(const char* send, char* recv, size_t count, HcclDataType type,
+                             HcclReduceOp op, int64_t root, const CollectiveDescriptor& what,
+                             std::string* why);
   // Aborts the communicator with `code` and the message in `why` (the
   // first failure wins) and tells the other ranks; returns `code`.
   HcclResult failed(HcclResult code, std::string* why);
@@ -224,6 +264,10 @@ class Communicator {
   bool timing_waits_ = false;
   bool waited_ = false; // a wait of the current work was timed (sync_ns is set)
   WaitTimes waits_;
+  // Note [Direct collectives]: set once by chooseTransport.
+  bool direct_ = false;
+  uint64_t probe_word_ = 0; // peers read it to learn whether they can read this rank
+  std::vector<char> scratch_; // two reduction chunks; stream worker only
   std::atomic<HcclResult> error_{HCCL_SUCCESS};
   mutable std::mutex abort_mutex_;
   std::string abort_reason_; // guarded by abort_mutex_

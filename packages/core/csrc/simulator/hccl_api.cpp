@@ -8,6 +8,7 @@
 // like any failed device work by the next synchronizing call.
 #pragma GCC visibility push(default)
 #include "hccl_functions.h"
+#include "npu_sim_ext.h"
 #pragma GCC visibility pop
 
 #include <cxxabi.h>
@@ -542,6 +543,11 @@ NPU_SIM_EXPORT HcclResult HcclGetRankId(HcclComm comm, uint32_t* rank) {
 NPU_SIM_EXPORT HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult* asyncError) {
   return queryComm("HcclGetCommAsyncError", comm, asyncError, "asyncError",
                    [](const Communicator& c) { return c.asyncError(); });
+}
+
+NPU_SIM_EXPORT int npuSimHcclCommIsDirect(void* comm, uint32_t* direct) {
+  return queryComm("npuSimHcclCommIsDirect", static_cast<HcclComm>(comm), direct, "direct",
+                   [](const Communicator& c) { return c.direct() ? 1u : 0u; });
 }
 
 NPU_SIM_EXPORT const char* HcclGetErrorString(HcclResult code) {

@@ -233,6 +233,7 @@ _SIGNATURES = {
                              c_void_p]),
     "HcclAlltoAllV": (c_int, [c_void_p, c_void_p, c_void_p, c_int, c_void_p, c_void_p, c_void_p,
                               c_int, c_void_p, c_void_p]),
+    "npuSimHcclCommIsDirect": (c_int, [c_void_p, c_void_p]),
 }
 
 # ---- HCCL values (hccl_types.h) ----

@@ -1,0 +1,184 @@
+"""The simulated HCCL's direct collectives (Note [Direct collectives]): ranks
+read each other's device buffers with cross-memory attach instead of moving
+data through the shared transfer buffers, with the transfer buffers as the
+fallback where the kernel refuses it."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from conftest import TESTS_DIR, Runner
+from test_sim_hccl import JOIN, all_ok, run_ranks
+
+# Every collective on data larger than a small all-reduce, 3 ranks, in place
+# and out of place, with values whose sums round (float32 and float16), so
+# that any change in the order of combination changes bits. Prints whether
+# the communicator is direct, then a digest of every result.
+EVERY_KIND = """
+import hashlib, random
+direct = ctypes.c_uint32(7)
+assert lib.npuSimHcclCommIsDirect(comm, ctypes.byref(direct)) == HCCL_SUCCESS
+print(direct.value)
+rng = random.Random(rank)
+piece = 40_001  # elements per rank: shares and chunks of uneven sizes
+n = piece * world
+
+def floats(k, code="f"):
+    return upload([rng.uniform(-1, 1) * 10.0 ** rng.randint(-6, 6) for _ in range(k)], code)
+
+def show(p, nbytes):
+    sim.sync()
+    print(hashlib.sha256(sim.d2h(p, nbytes, sync=True).raw).hexdigest())
+
+for op in (HCCL_SUM, HCCL_PROD, HCCL_MAX, HCCL_MIN):
+    send, recv = floats(n), sim.malloc(4 * n)
+    ok(lib.HcclAllReduce(send, recv, n, HCCL_FP32, op, comm, stream))
+    ok(lib.HcclAllReduce(send, send, n, HCCL_FP32, op, comm, stream))  # in place
+    show(recv, 4 * n)
+    show(send, 4 * n)
+half = sim.malloc(2 * n)  # array has no float16: pack it
+sim.h2d(half, struct.pack(f"<{n}e", *[rng.uniform(-8, 8) for _ in range(n)]), sync=True)
+ok(lib.HcclAllReduce(half, half, n, HCCL_FP16, HCCL_SUM, comm, stream))
+show(half, 2 * n)
+send, recv = floats(n), sim.malloc(4 * n)
+ok(lib.HcclReduce(send, recv, n, HCCL_FP32, HCCL_SUM, 1, comm, stream))
+ok(lib.HcclReduce(send, send, n, HCCL_FP32, HCCL_SUM, 0, comm, stream))
+show(recv, 4 * n) if rank == 1 else None
+show(send, 4 * n)
+data = floats(n)
+ok(lib.HcclBroadcast(data, n, HCCL_FP32, 2, comm, stream))
+show(data, 4 * n)
+send, recv = floats(piece), sim.malloc(4 * n)
+ok(lib.HcclAllGather(send, recv, piece, HCCL_FP32, comm, stream))
+show(recv, 4 * n)
+inplace = floats(n)
+ok(lib.HcclAllGather(inplace + 4 * piece * rank, inplace, piece, HCCL_FP32, comm, stream))
+show(inplace, 4 * n)
+send, recv = floats(n), sim.malloc(4 * piece)
+ok(lib.HcclReduceScatter(send, recv, piece, HCCL_FP32, HCCL_SUM, comm, stream))
+ok(lib.HcclReduceScatter(send, send, piece, HCCL_FP32, HCCL_SUM, comm, stream))
+show(recv, 4 * piece)
+show(send, 4 * n)
+send, recv = floats(n), sim.malloc(4 * n)
+ok(lib.HcclAlltoAll(send, piece, HCCL_FP32, recv, piece, HCCL_FP32, comm, stream))
+show(recv, 4 * n)
+# Uneven: rank s sends (s + d + 1) * 5000 elements to rank d, in reverse order.
+count = lambda s, d: (s + d + 1) * 5000
+sends = [count(rank, d) for d in range(world)]
+sdispls = [sum(sends[d + 1:]) for d in range(world)]
+recvs = [count(s, rank) for s in range(world)]
+rdispls = [sum(recvs[:s]) for s in range(world)]
+send, recv = floats(sum(sends)), sim.malloc(4 * sum(recvs))
+u64 = ctypes.c_uint64 * world
+ok(lib.HcclAlltoAllV(send, u64(*sends), u64(*sdispls), HCCL_FP32, recv, u64(*recvs),
+                     u64(*rdispls), HCCL_FP32, comm, stream))
+show(recv, 4 * sum(recvs))
+"""
+
+
+def test_direct_results_are_bitwise_those_of_the_staging_path(runner, tmp_path):
+    (tmp_path / "direct").mkdir()
+    (tmp_path / "staging").mkdir()
+    direct = all_ok(run_ranks(runner, tmp_path / "direct", EVERY_KIND, world=3))
+    # A one-MiB transfer buffer: the staging path moves the data in chunks.
+    staging = all_ok(run_ranks(runner, tmp_path / "staging", EVERY_KIND, world=3,
+                               NPU_SIM_HCCL_TRANSPORT="staging", HCCL_BUFFSIZE=1))
+    for rank in range(3):
+        d, s = direct[rank].splitlines(), staging[rank].splitlines()
+        assert d[0] == "1" and s[0] == "0", (d[0], s[0])
+        assert len(d) == len(s) > 15
+        assert d[1:] == s[1:], f"rank {rank}"
+    # The inputs differ per rank, so the results of an all-reduce agree.
+    assert direct[0].splitlines()[1:3] == direct[1].splitlines()[1:3]
+
+
+def test_one_rank_wanting_staging_makes_the_whole_communicator_stage(runner, tmp_path):
+    # A rank that cannot (here: will not) read its peers makes every rank
+    # fall back together: the ranks of a collective must take the same path.
+    results = run_ranks(runner, tmp_path, """
+        direct = ctypes.c_uint32(7)
+        ok(lib.npuSimHcclCommIsDirect(comm, ctypes.byref(direct)))
+        n = 100_000
+        p = upload(range(rank, rank + n), "i")
+        ok(lib.HcclAllReduce(p, p, n, HCCL_INT32, HCCL_SUM, comm, stream))
+        sim.sync()
+        print(direct.value, download(p, n, "i") == [2 * i + 1 for i in range(n)])
+    """, before_join="""
+        if os.environ["RANK"] == "1":
+            os.environ["NPU_SIM_HCCL_TRANSPORT"] = "staging"
+    """)
+    assert all_ok(results) == ["0 True\n", "0 True\n"]
+
+
+# Rank 1 makes itself non-dumpable and rank 0 gives up CAP_SYS_PTRACE (a
+# root test run has it), so that the kernel refuses rank 0's cross-memory
+# reads of rank 1 with EPERM, as a hardened kernel does for everyone.
+REFUSE_READS = """
+import ctypes as _c
+_libc = _c.CDLL(None, use_errno=True)
+PR_SET_DUMPABLE, CAP_SYS_PTRACE = 4, 19
+if os.environ["RANK"] == "1":
+    assert _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+else:
+    class _Header(_c.Structure):
+        _fields_ = [("version", _c.c_uint32), ("pid", _c.c_int)]
+    class _Data(_c.Structure):
+        _fields_ = [("effective", _c.c_uint32), ("permitted", _c.c_uint32),
+                    ("inheritable", _c.c_uint32)]
+    header, data = _Header(0x20080522, 0), (_Data * 2)()
+    assert _libc.capget(_c.byref(header), data) == 0
+    data[0].effective &= ~(1 << CAP_SYS_PTRACE)
+    assert _libc.capset(_c.byref(header), data) == 0
+"""
+
+
+def test_refused_cross_memory_reads_fall_back_to_staging(runner, tmp_path):
+    results = run_ranks(runner, tmp_path, """
+        direct = ctypes.c_uint32(7)
+        ok(lib.npuSimHcclCommIsDirect(comm, ctypes.byref(direct)))
+        n = 100_000
+        send, recv = upload([rank + 0.25] * n, "f"), sim.malloc(4 * n * world)
+        ok(lib.HcclAllGather(send, recv, n, HCCL_FP32, comm, stream))
+        sim.sync()
+        print(direct.value, download(recv, n * world, "f") == [0.25] * n + [1.25] * n)
+    """, before_join=REFUSE_READS)
+    assert all_ok(results) == ["0 True\n", "0 True\n"]
+
+
+def test_a_peer_killed_while_others_read_it_fails_them_naming_it(runner, tmp_path):
+    # Rank 1 runs large all-reduces until it is killed; rank 0 keeps going
+    # and must fail saying that rank 1 exited, whatever step it was at.
+    ready = tmp_path / "ready"
+    procs_code = f"""
+        n = 16 << 20
+        p = upload([1.0], "f")
+        big = sim.malloc(4 * n)
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
+        sim.sync()
+        open({str(ready)!r} + str(rank), "w").close()
+        for _ in range(400):
+            # Once the failure is known, launching is refused, saying why.
+            if lib.HcclAllReduce(big, big, n, HCCL_FP32, HCCL_SUM, comm, stream):
+                print(sim.err())
+                break
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+    """
+    code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + JOIN + textwrap.dedent(procs_code)
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=runner.env(RANK=r, WORLD=2, ROOT_FILE=tmp_path / "root"))
+             for r in range(2)]
+    deadline = time.time() + 60
+    while not all((tmp_path / f"ready{r}").exists() for r in range(2)):
+        assert time.time() < deadline and all(p.poll() is None for p in procs), (
+            [p.communicate() for p in procs])
+        time.sleep(0.01)
+    time.sleep(0.3)  # well into the large all-reduces
+    procs[1].send_signal(signal.SIGKILL)
+    out, err = procs[0].communicate(timeout=60)
+    procs[1].wait()
+    assert procs[0].returncode == 0, err
+    assert "507015 " in out and "HcclAllReduce" in out, out
+    assert "rank 1 (process" in out and "exited before the collective completed" in out, out
