@@ -915,6 +915,60 @@ def test_every_rank_killed_while_joining_leaves_nothing_behind(runner, tmp_path)
     assert communicator_leftovers(name) == []
 
 
+def test_every_rank_of_a_rank_table_killed_while_joining_leaves_nothing_behind(runner, tmp_path):
+    # As above for HcclCommInitClusterInfo, whose communicator every rank
+    # names alike from the table: the same table works again at once.
+    table = tmp_path / "table.json"
+    # The path makes the table's bytes, and so its communicator, this test's own.
+    table.write_text(json.dumps({"status": "completed", "job": str(tmp_path), "server_list": [
+        {"server_id": "127.0.0.1",
+         "device": [{"device_id": str(r), "rank_id": str(r)} for r in range(3)]}]}))
+    code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + textwrap.dedent(f"""
+        rank = int(os.environ["RANK"])
+        sim.set_device(rank)
+        comm = ctypes.c_void_p()
+        assert lib.HcclCommInitClusterInfo({str(table)!r}.encode(), rank,
+                                           ctypes.byref(comm)) == HCCL_SUCCESS, sim.err()
+        p = sim.malloc(4)
+        sim.h2d(p, array.array("f", [rank + 1.0]).tobytes(), sync=True)
+        assert lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, None) == HCCL_SUCCESS
+        sim.sync()
+        out = array.array("f")
+        out.frombytes(sim.d2h(p, 4, sync=True).raw)
+        print(out.tolist())
+    """)
+    def start(ranks):
+        return [subprocess.Popen([sys.executable, "-c", "import array\n" + code],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=runner.env(RANK=r, HCCL_BUFFSIZE=1))
+                for r in ranks]
+
+    def table_sockets():
+        with open("/proc/net/unix") as f:
+            return [line.split()[-1] for line in f if "@npu-sim-hccl-table-" in line]
+
+    others = set(table_sockets())  # of other jobs on this machine
+    files = set(os.listdir("/dev/shm"))
+    procs = start(range(2))  # rank 2 never comes
+    deadline = time.time() + 60
+    while not all(maps_a_segment(p.pid) for p in procs):
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        assert time.time() < deadline, "the ranks never mapped the segment"
+        time.sleep(0.01)
+    ours = set(table_sockets()) - others
+    assert len(ours) == 1
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+    for proc in procs:
+        proc.wait()
+    assert not ours & set(table_sockets())
+    assert not [n for n in set(os.listdir("/dev/shm")) - files if n.startswith("npu-sim-hccl")]
+    procs = start(range(3))
+    results = [proc.communicate(timeout=60) for proc in procs]
+    assert [out for out, _ in results] == ["[6.0]\n"] * 3, results
+    assert not ours & set(table_sockets())
+
+
 def segment_name(root_file):
     """The communicator's name in the root info in `root_file`."""
     scope = {}
