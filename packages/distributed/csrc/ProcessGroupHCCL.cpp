@@ -318,9 +318,11 @@ ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int ra
   // Fail here, with instructions, rather than at the first collective.
   hccl();
   memory_reuse_mode();
+  watchdog_ = std::make_unique<Watchdog>(rank);
 }
 
 ProcessGroupHCCL::~ProcessGroupHCCL() {
+  watchdog_.reset(); // it watches the communicators destroyed below
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [device, dc] : comms_) {
     try {
@@ -361,6 +363,7 @@ ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) 
     }
     auto [inserted, _] = comms_.emplace(
         device.index(), DeviceComm{comm, c10_npu::getStreamFromPool(false, device.index())});
+    watchdog_->watch(comm, device);
     return inserted->second;
   }
   HcclRootInfo root{};
@@ -384,6 +387,7 @@ ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) 
              "HcclCommInitRootInfoConfig");
   auto [inserted, _] = comms_.emplace(
       device.index(), DeviceComm{comm, c10_npu::getStreamFromPool(false, device.index())});
+  watchdog_->watch(comm, device);
   return inserted->second;
 }
 

@@ -66,6 +66,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "Watchdog.h"
 #include "npu/HcclInterface.h"
 #include "npu/NPUEvent.h"
 #include "npu/NPUStream.h"
@@ -263,6 +264,9 @@ class ProcessGroupHCCL : public c10d::Backend {
   uint64_t seq_ = 0;           // collectives launched (getSequenceNumberForGroup)
   bool coalescing_ = false;     // between startCoalescing() and endCoalescing()
   std::vector<PeerOp> coalesced_;
+  // Note [Watchdog and heartbeat monitor]; stopped first when the group is
+  // destroyed.
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 } // namespace c10d_npu

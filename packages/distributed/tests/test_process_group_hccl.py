@@ -8,7 +8,9 @@ compares. The simulator's HCCL carries the data (through shared memory).
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -393,6 +395,46 @@ def test_mismatched_collectives_fail_every_rank_and_abort_the_group(tmp_path):
                 "called HcclAllReduce(count=6, float32, sum)") in shape, shape
 
 
+@pytest.mark.parametrize("first", ["collective", "send"])
+def test_a_collective_facing_a_send_fails_both_ranks_at_once(tmp_path, first):
+    # Note [Point-to-point meets a collective] (simulator): rank 0
+    # all-reduces while rank 1 sends to it, whichever comes first. Both fail
+    # with the same message, long before the group's 30-minute timeout, and
+    # each rank's watchdog reports the failed communicator on stderr (Note
+    # [Watchdog and heartbeat monitor]).
+    script = tmp_path / "rank.py"
+    script.write_text(PRELUDE + textwrap.dedent(f"""
+        t = torch.ones(4).npu()
+        dist.all_reduce(t)  # matched: collective #1
+        torch.npu.synchronize()
+        if (rank == 0) != ({first!r} == "collective"):
+            time.sleep(0.5)  # the other rank's call is waiting already
+        if rank == 0:
+            dist.all_reduce(t)
+        else:
+            dist.send(t, dst=0)
+        try:
+            torch.npu.synchronize()
+            print("no error")
+        except RuntimeError as e:
+            print(str(e).replace("\\n", " "))
+        time.sleep(1)  # the watchdog passes every 100 ms
+        os._exit(0)
+    """))
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), "2", str(tmp_path / "store")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    results = [proc.communicate(timeout=120) for proc in procs]
+    both_sides = ("rank 0 called HcclAllReduce(count=4, float32, sum) as collective #2, rank 1 "
+                  "called HcclSend(count=4, float32, to rank 0): a send or receive cannot "
+                  "complete while its peer is inside a collective")
+    for rank, (out, err) in enumerate(results):
+        api = "HcclAllReduce" if rank == 0 else "HcclSend"
+        assert f"{api} failed on rank {rank} of 2: {both_sides}" in out, (out, err)
+        assert (f"[rank {rank}] ProcessGroupHCCL watchdog: the hccl communicator of npu:{rank} "
+                "failed (HCCL_E_PARA)") in err, err
+
+
 TIMEOUT_PRELUDE = PRELUDE.replace(
     "world_size=world)", "world_size=world,\n                        timeout=__import__('datetime').timedelta(seconds=2))")
 
@@ -435,6 +477,61 @@ def test_the_group_timeout_bounds_connecting(tmp_path):
     """, prelude=TIMEOUT_PRELUDE)
     assert outputs[0].startswith("DistBackendError ProcessGroupHCCL: rank(s) 1 of 2 did not "
                                  "arrive within 2000 ms (the process group's timeout)"), outputs[0]
+
+
+@pytest.mark.parametrize("monitoring", ["1", "0"])
+def test_the_heartbeat_monitor_ends_a_process_whose_watchdog_is_stuck(tmp_path, monitoring):
+    # Note [Watchdog and heartbeat monitor]: the watchdog stops beating (a
+    # test-only hook standing for a call that never returns); with
+    # TORCH_HCCL_ENABLE_MONITORING=1 the monitor aborts the process once
+    # TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC has passed, saying why; with 0 nothing
+    # watches the watchdog and the process carries on and exits normally.
+    script = tmp_path / "rank.py"
+    script.write_text(PRELUDE + textwrap.dedent("""
+        t = torch.ones(4).npu()
+        dist.all_reduce(t)
+        torch.npu.synchronize()
+        time.sleep(4)  # far beyond the heartbeat timeout
+        print("alive", t.cpu().tolist())
+        dist.destroy_process_group()
+    """))
+    env = dict(os.environ, TORCH_HCCL_ENABLE_MONITORING=monitoring,
+               TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC="1", TORCH_NPU_TEST_STALL_WATCHDOG="1")
+    done = subprocess.run([sys.executable, str(script), "0", "1", str(tmp_path / "store")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    if monitoring == "1":
+        assert done.returncode == -signal.SIGABRT, (done.returncode, done.stdout, done.stderr)
+        assert "alive" not in done.stdout
+        assert ("[rank 0] ProcessGroupHCCL heartbeat monitor: the process group's watchdog "
+                "thread has not made progress for ") in done.stderr, done.stderr
+        assert "(TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC=1)" in done.stderr
+        assert "Communicators it watches: npu:0." in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "alive [1.0, 1.0, 1.0, 1.0]\n"
+        assert "heartbeat monitor" not in done.stderr
+
+
+def test_bad_monitoring_settings_are_refused(tmp_path):
+    script = tmp_path / "rank.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch, torch_npu
+        import torch.distributed as dist
+        try:
+            dist.init_process_group("hccl", init_method=f"file://{sys.argv[1]}", rank=0,
+                                    world_size=1)
+            dist.all_reduce(torch.ones(1).npu())
+        except Exception as e:
+            print(type(e).__name__, e)
+    """))
+    for name, value, words in [
+            ("TORCH_HCCL_ENABLE_MONITORING", "yes", "TORCH_HCCL_ENABLE_MONITORING='yes' is not valid"),
+            ("TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "0",
+             "TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC='0' is not valid: give a positive whole number")]:
+        done = subprocess.run([sys.executable, str(script), str(tmp_path / f"store{name}")],
+                              capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, **{name: value}))
+        assert words in done.stdout, (done.stdout, done.stderr)
 
 
 def test_distributed_debug_detail_checks_collective_fingerprints(tmp_path, monkeypatch):

@@ -27,6 +27,7 @@
 #include "collective_reduce.h"
 #include "peer_memory.h"
 #include "runtime.h"
+#include "shared_segment.h"
 #include "util.h"
 
 namespace npu_sim {
@@ -35,7 +36,6 @@ namespace {
 
 constexpr uint32_t kMaxRanks = 1024;
 constexpr char kRootMagic[] = "npu-sim-hccl/1";
-constexpr uint32_t kRegionReady = 0x68636331; // "hcc1"
 // HCCL's default CCL buffer is 200 MiB per rank; the simulator's buffers
 // are host shared memory, so it defaults to less. HCCL_BUFFSIZE (MiB)
 // overrides both.
@@ -58,7 +58,7 @@ constexpr std::chrono::nanoseconds kMeetingSpin{50'000};
 
 struct RootPayload {
   char magic[sizeof(kRootMagic)];
-  char region[96];   // shm_open name
+  char region[96];   // the communicator's name (Note [Shared segments])
   char machine[160]; // machineIdentity() of the rank that made it
 };
 static_assert(sizeof(RootPayload) <= HCCL_ROOT_INFO_BYTES);
@@ -89,6 +89,16 @@ void storeMachine(char (&out)[sizeof RootPayload::machine]) {
   std::snprintf(out, sizeof out, "%s", machineIdentity().c_str());
 }
 
+// The message of a point-to-point exchange that waits for a peer inside a
+// collective (Note [Point-to-point meets a collective]).
+struct BlockedMessage {
+  uint32_t messages = 0; // of the exchange: 1 for HcclSend/HcclRecv
+  uint32_t send = 0;     // 1: a send to `peer`; 0: a receive from it
+  uint32_t peer = 0;
+  HcclDataType type = HCCL_DATA_TYPE_RESERVED;
+  uint64_t count = 0;
+};
+
 struct alignas(64) RankState {
   std::atomic<uint64_t> reached; // meeting points this rank has reached
   std::atomic<int32_t> pid;      // 0 until the rank attached
@@ -103,7 +113,10 @@ struct alignas(64) RankState {
   std::atomic<uint64_t> probe_value;
   std::atomic<uint32_t> reads_peers;
   alignas(64) uint64_t buffers[2][2];
+  // Written once, by this rank, before it reports the mismatch.
+  BlockedMessage blocked;
 };
+static_assert(std::is_trivially_copyable_v<BlockedMessage>);
 static_assert(std::is_trivially_copyable_v<CollectiveDescriptor>);
 
 using Clock = std::chrono::steady_clock;
@@ -276,12 +289,14 @@ std::string describe(const CollectiveDescriptor& d) {
 }
 
 struct CommRegion {
-  std::atomic<uint32_t> ready;       // kRegionReady once rank 0 filled in the header
-  std::atomic<uint32_t> mapped;      // ranks that have mapped the segment
   std::atomic<uint32_t> ranks;       // nRanks, set by rank 0
   std::atomic<uint64_t> slot_bytes;  // every rank's buffer size, set by rank 0
   std::atomic<uint32_t> failed_rank; // 1 + the first rank whose collective failed
   std::atomic<uint32_t> failed_code; // its HcclResult
+  // Note [Point-to-point meets a collective]: (collective rank + 1) << 16 |
+  // (point-to-point rank + 1), and the collective's sequence number.
+  std::atomic<uint64_t> mismatch_sequence;
+  std::atomic<uint32_t> mismatch_ranks;
   alignas(64) std::atomic<uint32_t> bell; // bumped at every arrival; the futex word
   std::atomic<uint32_t> sleepers;         // ranks waiting on `bell`
   RankState rank[kMaxRanks];
@@ -351,8 +366,8 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
 }
 
 void rankTableRootInfo(const std::string& table, HcclRootInfo* root) {
-  // FNV-1a: a name, not a secret (the segment is still exclusive, 0600 and
-  // verified: Note [Shared segments]).
+  // FNV-1a: a name, not a secret (only this user's processes are handed the
+  // segment: Note [Shared segments]).
   uint64_t hash = 1469598103934665603ULL;
   for (const unsigned char c : table) {
     hash = (hash ^ c) * 1099511628211ULL;
@@ -434,22 +449,8 @@ HcclResult readSettings(const HcclCommConfig* config, CommSettings* out, std::st
 
 } // namespace
 
-// Note [Shared segments]
-// A communicator's POSIX shared-memory segment carries every collective's
-// data, so only the job may ever map it. Rank 0 creates it exclusively
-// (O_CREAT | O_EXCL, mode 0600): a name someone else created first, who
-// could then read and write the data, fails HcclCommInitRootInfo instead of
-// being used. The other ranks open it without O_CREAT and check before
-// mapping it that it belongs to this user, is closed to everyone else and
-// has the size this job's settings give; then they wait for rank 0's
-// "ready" mark in the header. The last rank to map it removes the name at
-// once, so the memory lives only as long as the mappings: a job killed
-// after that leaves nothing behind. Before that, any rank whose joining
-// fails (a peer exited, a timeout, a mismatch) removes the name too, so
-// only a job all of whose processes are killed within those milliseconds
-// can leave a segment (torch-npu's process group makes every rank announce
-// itself in the store before it creates a communicator, which keeps that
-// window short).
+// Note [Shared segments] (shared_segment.cpp): how the ranks come to map one
+// segment that never has a name, so that no death leaves it behind.
 HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
                                 uint32_t device, const HcclCommConfig* config,
                                 std::shared_ptr<Communicator>* out, std::string* why) {
@@ -497,91 +498,57 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   const double connect_timeout = envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(connect_timeout));
-  // Note [Shared segments]: rank 0 creates the segment, the others open it.
+  // Note [Shared segments]: rank 0 makes the segment and hands it out, the
+  // others ask it for it.
+  std::unique_ptr<SegmentHost> host;
   int fd = -1;
   if (rank == 0) {
-    fd = shm_open(comm->name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-      *why = errno == EEXIST
-          ? "the shared-memory segment " + comm->name_ + " (in /dev/shm) already exists: "
-            "another process made it, and whoever made it could read and write the "
-            "collectives' data, so it is not used. Make a new root info (HcclGetRootInfo) "
-            "for this job"
-          : "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
-      return errno == EEXIST ? HCCL_E_PARA : HCCL_E_SYSCALL;
+    if (HcclResult r = SegmentHost::create(comm->name_, &host, why); r != HCCL_SUCCESS) {
+      return r;
     }
+    // Allocated now rather than at first touch: a full /dev/shm (64 MiB in a
+    // default Docker container) is an error here instead of a SIGBUS inside
+    // a collective.
+    if (const int error = posix_fallocate(host->fd(), 0, static_cast<off_t>(total)); error != 0) {
+      *why = "no room in /dev/shm for the " + std::to_string(total >> 20) +
+          " MiB of transfer buffers (" + std::strerror(error) +
+          "): lower HCCL_BUFFSIZE (MiB per rank) or enlarge /dev/shm (docker run --shm-size)";
+      return HCCL_E_MEMORY;
+    }
+    fd = host->fd();
   } else {
-    for (;;) {
-      fd = shm_open(comm->name_.c_str(), O_RDWR, 0);
-      if (fd < 0 && errno != ENOENT) {
-        *why = "shm_open(" + comm->name_ + ") failed: " + std::strerror(errno);
-        return HCCL_E_SYSCALL;
-      }
-      if (fd >= 0) {
-        struct stat st{};
-        if (fstat(fd, &st) != 0) {
-          *why = "fstat of the shared segment failed: " + std::string(std::strerror(errno));
-          close(fd);
-          return HCCL_E_SYSCALL;
-        }
-        // Not ours, or open to others: someone else made it, and it is
-        // neither used nor removed.
-        if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-          close(fd);
-          char mode[8];
-          std::snprintf(mode, sizeof mode, "%o", static_cast<unsigned>(st.st_mode & 0777));
-          *why = "the shared-memory segment " + comm->name_ + " (in /dev/shm) belongs to user " +
-              std::to_string(st.st_uid) + " with mode " + mode + ", not to this user (" +
-              std::to_string(geteuid()) + ") with mode 600: another process made it, so it is "
-              "not used. Make a new root info (HcclGetRootInfo) for this job";
-          return HCCL_E_PARA;
-        }
-        if (static_cast<size_t>(st.st_size) == total) {
-          break;
-        }
-        close(fd);
-        if (st.st_size != 0) { // 0: rank 0 is still allocating it
-          shm_unlink(comm->name_.c_str());
-          *why = "the ranks disagree on nRanks or the buffer size (HCCL_BUFFSIZE or "
-                 "hcclBufferSize): the shared segment has " + std::to_string(st.st_size) +
-              " bytes, this rank expects " + std::to_string(total);
-          return HCCL_E_PARA;
-        }
-      }
-      if (Clock::now() >= deadline) {
+    switch (joinSegment(comm->name_, deadline, &fd, why)) {
+      case JoinOutcome::kJoined:
+        break;
+      case JoinOutcome::kTimedOut:
         *why = "joining the communicator timed out after " + formatSeconds(connect_timeout) +
             " s waiting for rank 0 to create its shared segment " + comm->name_ +
             ". The limit is HCCL_CONNECT_TIMEOUT seconds";
         return HCCL_E_TIMEOUT;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      case JoinOutcome::kFailed:
+        return HCCL_E_PARA;
     }
-  }
-  // From here on the segment is this job's: a failure removes its name, so
-  // that nothing is left behind.
-  auto fail = [&](HcclResult code, std::string message) {
-    shm_unlink(comm->name_.c_str());
-    *why = std::move(message);
-    return code;
-  };
-  if (rank == 0) {
-    // Allocated now rather than at first touch: a full /dev/shm (64 MiB in a
-    // default Docker container) is an error here instead of a SIGBUS inside
-    // a collective.
-    if (const int error = posix_fallocate(fd, 0, static_cast<off_t>(total)); error != 0) {
+    struct stat st{};
+    const int stat_result = fstat(fd, &st);
+    const int stat_error = errno;
+    if (stat_result != 0 || static_cast<size_t>(st.st_size) != total) {
       close(fd);
-      return fail(HCCL_E_MEMORY,
-                  "no room in /dev/shm for the " + std::to_string(total >> 20) +
-                      " MiB of transfer buffers (" + std::strerror(error) +
-                      "): lower HCCL_BUFFSIZE (MiB per rank) or enlarge /dev/shm (docker run "
-                      "--shm-size)");
+      *why = stat_result != 0
+          ? "fstat of the shared segment failed: " + std::string(std::strerror(stat_error))
+          : "the ranks disagree on nRanks or the buffer size (HCCL_BUFFSIZE or "
+            "hcclBufferSize): the shared segment has " + std::to_string(st.st_size) +
+            " bytes, this rank expects " + std::to_string(total);
+      return stat_result != 0 ? HCCL_E_SYSCALL : HCCL_E_PARA;
     }
   }
   void* mapped = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
+  const int map_error = errno;
+  if (rank != 0) {
+    close(fd); // rank 0's belongs to `host`
+  }
   if (mapped == MAP_FAILED) {
-    return fail(HCCL_E_SYSCALL,
-                "mmap of the shared segment failed: " + std::string(std::strerror(errno)));
+    *why = "mmap of the shared segment failed: " + std::string(std::strerror(map_error));
+    return HCCL_E_SYSCALL;
   }
   comm->region_ = static_cast<CommRegion*>(mapped);
   comm->region_bytes_ = total;
@@ -592,42 +559,27 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   CommRegion& region = *comm->region_;
 
   if (rank == 0) {
+    // The header is complete before any other rank can map the segment.
     region.ranks.store(nRanks);
     region.slot_bytes.store(slot_bytes);
     region.rank[0].pid.store(static_cast<int32_t>(getpid()));
-    region.ready.store(kRegionReady); // last: the header is complete
+    host->serve();
   } else {
-    // Rank 0 sized the segment and is filling in the header.
-    auto ready = [&] { return region.ready.load() == kRegionReady; };
-    while (!ready()) {
-      const int32_t creator = region.rank[0].pid.load();
-      if (creator != 0 && !processAlive(creator)) {
-        return fail(HCCL_E_REMOTE, "rank 0 (process " + std::to_string(creator) +
-                                       ") exited while creating the communicator");
-      }
-      if (Clock::now() >= deadline) {
-        return fail(HCCL_E_TIMEOUT, "joining the communicator timed out after " +
-                                        formatSeconds(connect_timeout) +
-                                        " s waiting for rank 0 to set up its shared segment. "
-                                        "The limit is HCCL_CONNECT_TIMEOUT seconds");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
     if (const uint32_t ranks = region.ranks.load(); ranks != nRanks) {
-      return fail(HCCL_E_PARA, "this rank was given nRanks " + std::to_string(nRanks) +
-                                   ", rank 0 " + std::to_string(ranks) +
-                                   "; every rank must pass the same nRanks");
+      *why = "this rank was given nRanks " + std::to_string(nRanks) + ", rank 0 " +
+          std::to_string(ranks) + "; every rank must pass the same nRanks";
+      return HCCL_E_PARA;
     }
     if (region.slot_bytes.load() != slot_bytes) {
-      return fail(HCCL_E_PARA, "the ranks disagree on the buffer size (HCCL_BUFFSIZE or "
-                               "hcclBufferSize); set the same value for every rank");
+      *why = "the ranks disagree on the buffer size (HCCL_BUFFSIZE or hcclBufferSize); set "
+             "the same value for every rank";
+      return HCCL_E_PARA;
     }
     int32_t pid = 0;
     if (!region.rank[rank].pid.compare_exchange_strong(pid, static_cast<int32_t>(getpid()))) {
-      return fail(HCCL_E_PARA, "rank " + std::to_string(rank) +
-                                   " has already joined this communicator (process " +
-                                   std::to_string(pid) +
-                                   "); every process must pass a different rank");
+      *why = "rank " + std::to_string(rank) + " has already joined this communicator (process " +
+          std::to_string(pid) + "); every process must pass a different rank";
+      return HCCL_E_PARA;
     }
   }
   // Note [Direct collectives]: peers read this word when the communicator
@@ -636,14 +588,11 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   comm->probe_word_ = ((static_cast<uint64_t>(entropy()) << 32) ^ entropy()) | 1;
   region.rank[rank].probe_value.store(comm->probe_word_);
   region.rank[rank].probe_address.store(reinterpret_cast<uintptr_t>(&comm->probe_word_));
-  // The last rank to map the segment removes its name: from then on it is
-  // reachable only through the mappings, and goes away with the last one.
-  if (region.mapped.fetch_add(1) + 1 == nRanks) {
-    shm_unlink(comm->name_.c_str());
-  }
   const HcclResult joined = comm->meet(connect_timeout, why);
+  if (host != nullptr) {
+    host->stop(); // every rank has the segment, or the job failed
+  }
   if (joined != HCCL_SUCCESS) {
-    shm_unlink(comm->name_.c_str()); // when a rank never came to map it
     return joined;
   }
   if (HcclResult r = comm->chooseTransport(connect_timeout, why); r != HCCL_SUCCESS) {
@@ -707,6 +656,14 @@ std::string Communicator::activity() const {
 template <typename Ready, typename Late>
 HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watched,
                                double timeout_seconds, Late&& late, std::string* why) {
+  return await(std::forward<Ready>(ready), watched, timeout_seconds, std::forward<Late>(late),
+               [] { return HCCL_SUCCESS; }, why);
+}
+
+template <typename Ready, typename Late, typename Stuck>
+HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watched,
+                               double timeout_seconds, Late&& late, Stuck&& stuck,
+                               std::string* why) {
   CommRegion& region = *region_;
   // Note [Collective wait times]
   const auto entered = timing_waits_ ? Clock::now() : Clock::time_point{};
@@ -741,6 +698,9 @@ HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watch
     if (HcclResult error = checkNoRankFailed(why); error != HCCL_SUCCESS) {
       return error;
     }
+    if (HcclResult error = stuck(); error != HCCL_SUCCESS) {
+      return error;
+    }
     if (processExiting()) {
       *why = "the process is exiting";
       return failed(HCCL_E_INTERNAL, why);
@@ -772,6 +732,14 @@ HcclResult Communicator::await(Ready&& ready, const std::vector<uint32_t>& watch
 HcclResult Communicator::checkNoRankFailed(std::string* why) {
   CommRegion& region = *region_;
   if (const uint32_t culprit = region.failed_rank.load(); culprit != 0) {
+    // Note [Point-to-point meets a collective]: every rank reports the
+    // mismatch as the rank that found it does.
+    if (const uint32_t pair = region.mismatch_ranks.load(); pair != 0 &&
+        (pair & 0xFFFF) == culprit) {
+      *why = pointToPointMismatch((pair >> 16) - 1, (pair & 0xFFFF) - 1,
+                                  region.mismatch_sequence.load());
+      return failed(HCCL_E_PARA, why);
+    }
     *why = "rank " + std::to_string(culprit - 1) + " of the communicator failed (HCCL error " +
         std::to_string(region.failed_code.load()) + "), so rank " + std::to_string(rank_) +
         " cannot complete the collective; see rank " + std::to_string(culprit - 1) +
@@ -1469,6 +1437,47 @@ HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>
       });
 }
 
+// Note [Point-to-point meets a collective]
+// HcclSend, HcclRecv and HcclBatchSendRecv do not meet the other ranks
+// (Note [Point-to-point channels]), so a rank whose send or receive faces a
+// collective on its peer is not caught by Note [Collective descriptors].
+// It is a deadlock all the same: the peer's collective cannot pass its
+// meeting before this rank arrives there, and this rank arrives only once
+// its exchange is done, which needs the peer. The exchange finds it out
+// whenever it has to wait (never on its fast path): for each peer it waits
+// for, it first reads the peer's `reached` count, then whether its message
+// with that peer is still blocked (a chunk put for the peer and not taken,
+// or a receive the peer has put nothing for). A peer whose count is above
+// this rank's is at a meeting this rank has not reached and stays there
+// until this rank comes, so it can have done nothing for the exchange in
+// between: reading in this order, a blocked message means a certain
+// deadlock, never a race with a peer that just finished its part. The rank
+// then records the pair of ranks, the collective's sequence number and
+// its blocked message in the shared header before it fails, and every rank
+// (the ones inside the collective wake up at once) fails with the same
+// message, which names both sides, and the communicator is aborted.
+std::string Communicator::pointToPointMismatch(uint32_t collective_rank, uint32_t p2p_rank,
+                                               uint64_t sequence) const {
+  const CollectiveDescriptor collective = region_->rank[collective_rank].posted[sequence % 2];
+  const BlockedMessage m = region_->rank[p2p_rank].blocked;
+  const std::string elements =
+      "count=" + std::to_string(m.count) + ", " + typeName(m.type) + ", ";
+  std::string p2p;
+  if (m.messages == 1) {
+    p2p = m.send ? "HcclSend(" + elements + "to rank " + std::to_string(m.peer) + ")"
+                 : "HcclRecv(" + elements + "from rank " + std::to_string(m.peer) + ")";
+  } else {
+    p2p = "HcclBatchSendRecv of " + std::to_string(m.messages) + " messages, whose " +
+        (m.send ? "send (" + elements + "to rank " : "receive (" + elements + "from rank ") +
+        std::to_string(m.peer) + ") waits for it";
+  }
+  return "rank " + std::to_string(collective_rank) + " called " + describe(collective) +
+      " as collective #" + std::to_string(sequence) + ", rank " + std::to_string(p2p_rank) +
+      " called " + p2p + ": a send or receive cannot complete while its peer is inside a "
+      "collective, so every rank must call the same collectives, and its sends and receives, "
+      "in the same order. The communicator is aborted";
+}
+
 HcclResult Communicator::exchange(const std::vector<PeerMessage>& messages, std::string* why) {
   if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
     return error;
@@ -1601,6 +1610,42 @@ HcclResult Communicator::exchange(const std::vector<PeerMessage>& messages, std:
         "first must batch the send with the receive (HcclBatchSendRecv). The limit is " +
         exec_timeout_origin_;
   };
+  // Note [Point-to-point meets a collective].
+  auto stuck = [&]() -> HcclResult {
+    const uint64_t mine = meetings_;
+    for (const uint32_t peer : watched) {
+      if (region_->rank[peer].reached.load() <= mine) {
+        continue; // not inside a collective this rank has not joined
+      }
+      const PeerMessage* blocked = nullptr;
+      if (next_send < sends.size() && sends[next_send]->peer == peer) {
+        const Channel& ch = channel(rank_, peer);
+        if (ch.taken.load() != ch.posted.load()) {
+          blocked = sends[next_send];
+        }
+      }
+      if (blocked == nullptr && next_receive[peer] < receives[peer].size()) {
+        const Channel& ch = channel(peer, rank_);
+        if (ch.posted.load() == ch.taken.load()) {
+          blocked = receives[peer][next_receive[peer]];
+        }
+      }
+      if (blocked == nullptr) {
+        continue;
+      }
+      region_->rank[rank_].blocked = BlockedMessage{static_cast<uint32_t>(messages.size()),
+                                                    blocked->send ? 1u : 0u, peer, blocked->type,
+                                                    blocked->count};
+      // The peer is inside the collective after this rank's last one.
+      const uint64_t sequence = current_.sequence + 1;
+      region_->mismatch_sequence.store(sequence);
+      uint32_t none = 0;
+      region_->mismatch_ranks.compare_exchange_strong(none, (peer + 1) << 16 | (rank_ + 1));
+      *why = pointToPointMismatch(peer, rank_, sequence);
+      return failed(HCCL_E_PARA, why);
+    }
+    return HCCL_SUCCESS;
+  };
   for (;;) {
     HcclResult error = HCCL_SUCCESS;
     bool moved = stepSend();
@@ -1617,7 +1662,7 @@ HcclResult Communicator::exchange(const std::vector<PeerMessage>& messages, std:
       return HCCL_SUCCESS;
     }
     if (!moved) {
-      if (HcclResult r = await(canProgress, watched, exec_timeout_, late, why);
+      if (HcclResult r = await(canProgress, watched, exec_timeout_, late, stuck, why);
           r != HCCL_SUCCESS) {
         return r;
       }

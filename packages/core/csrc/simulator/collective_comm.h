@@ -1,6 +1,7 @@
 // A communicator of the simulated HCCL: the ranks of one job, each a device
-// of its own process, joined through one POSIX shared-memory region that
-// plays the part of the interconnect.
+// of its own process, joined through one shared-memory region that plays
+// the part of the interconnect (a segment without a name: Note [Shared
+// segments], shared_segment.cpp).
 //
 // The region holds a small header (who attached, each rank's progress) and
 // one transfer buffer per rank (HCCL's "CCL buffer", HCCL_BUFFSIZE MiB).
@@ -202,6 +203,16 @@ class Communicator {
   template <typename Ready, typename Late>
   HcclResult await(Ready&& ready, const std::vector<uint32_t>& watched, double timeout_seconds,
                    Late&& late, std::string* why);
+  // As above; `stuck()` is asked too whenever the wait goes on, and ends it
+  // with its error unless it returns HCCL_SUCCESS.
+  template <typename Ready, typename Late, typename Stuck>
+  HcclResult await(Ready&& ready, const std::vector<uint32_t>& watched, double timeout_seconds,
+                   Late&& late, Stuck&& stuck, std::string* why);
+  // The error of a send or receive of rank `p2p_rank` that faces collective
+  // #`sequence` of rank `collective_rank` (Note [Point-to-point meets a
+  // collective], collective_comm.cpp).
+  std::string pointToPointMismatch(uint32_t collective_rank, uint32_t p2p_rank,
+                                   uint64_t sequence) const;
   Channel& channel(uint32_t from, uint32_t to) const;
   void ring();
 
@@ -277,7 +288,7 @@ class Communicator {
 HcclResult generateRootInfo(HcclRootInfo* root, std::string* why);
 
 // The root info every rank of a rank-table job derives alike from the
-// table's bytes (HcclCommInitClusterInfo): its segment is named after them
+// table's bytes (HcclCommInitClusterInfo): its communicator is named after them
 // and the user, so ranks meet without exchanging anything. Two jobs running
 // from identical tables at once would share the name: the second one's rank
 // 0 then fails (Note [Shared segments]).

@@ -30,7 +30,8 @@ from _simlib import (
 )
 from conftest import TESTS_DIR, Runner
 
-# The name in /dev/shm of the segment a simulator root info names.
+# The name of the communicator a simulator root info names (its socket is
+# "@" + that name in /proc/net/unix while ranks join: Note [Shared segments]).
 SEGMENT_OF = """
 def segment_of(root_bytes):
     return root_bytes[root_bytes.index(b"/npu-sim-hccl-") + 1:].split(b"\\0")[0].decode()
@@ -48,7 +49,7 @@ sim.set_device(rank)
 def join(tag="", config=None):
     root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
     root_file = os.environ["ROOT_FILE"] + tag
-    if rank == 0:
+    if rank == 0 and not os.environ.get("ROOT_GIVEN"):  # ROOT_GIVEN: reuse the file's
         assert lib.HcclGetRootInfo(root) == HCCL_SUCCESS
         with open(root_file + ".tmp", "wb") as f:
             f.write(root.raw)
@@ -59,7 +60,7 @@ def join(tag="", config=None):
             assert time.time() < deadline, "rank 0 never published the root info"
             time.sleep(0.01)
         root.raw = open(root_file, "rb").read()
-    global segment  # the shared segment's name in /dev/shm
+    global segment  # the communicator's name (Note [Shared segments])
     segment = segment_of(root.raw)
     comm = ctypes.c_void_p()
     n = int(os.environ.get("NRANKS", world))
@@ -474,6 +475,54 @@ def test_mismatched_collectives_fail_every_rank_and_abort_the_communicator(runne
             assert expected in refusal, refusal
 
 
+# What rank 1 calls against rank 0's all-reduce, and how the error names it.
+POINT_TO_POINT_CALLS = {
+    "send": ("lib.HcclSend(f, 4, HCCL_FP32, 0, comm, stream)",
+             "HcclSend(count=4, float32, to rank 0)"),
+    "recv": ("lib.HcclRecv(f, 4, HCCL_FP32, 0, comm, stream)",
+             "HcclRecv(count=4, float32, from rank 0)"),
+    "batch": ("lib.HcclBatchSendRecv(*batch((HCCL_SEND, f, 4, HCCL_FP32, 0), "
+              "(HCCL_RECV, g, 4, HCCL_FP32, 0)), comm, stream)",
+              "HcclBatchSendRecv of 2 messages, whose send (count=4, float32, to rank 0) "
+              "waits for it"),
+}
+
+
+@pytest.mark.parametrize("first", ["collective", "point_to_point"])
+@pytest.mark.parametrize("kind", sorted(POINT_TO_POINT_CALLS))
+def test_a_collective_facing_a_send_or_receive_fails_both_ranks_naming_both(
+        runner, tmp_path, kind, first):
+    # Note [Point-to-point meets a collective]: rank 0 all-reduces while
+    # rank 1 sends to it or receives from it, whichever comes first; both
+    # fail with the same message (not after the exec timeout, which is an
+    # hour here), and the communicator is aborted.
+    call, described = POINT_TO_POINT_CALLS[kind]
+    results = run_ranks(runner, tmp_path, SEND_RECV_ITEM + textwrap.dedent(f"""
+        f = upload([1.0] * 4, "f")
+        g = upload([0.0] * 4, "f")
+        ok(lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, comm, stream))  # collective #1
+        sim.sync()
+        # The other rank's call is already waiting when this one comes.
+        if (rank == 0) != ({first!r} == "collective"):
+            time.sleep(0.5)
+        if rank == 0:
+            ok(lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, comm, stream))
+        else:
+            ok({call})
+        print(lib.aclrtSynchronizeDevice(), sim.err())
+        print(lib.HcclAllReduce(f, f, 4, HCCL_FP32, HCCL_SUM, comm, stream), sim.err())
+    """), HCCL_EXEC_TIMEOUT=3600, timeout=60)
+    expected = (f"rank 0 called HcclAllReduce(count=4, float32, sum) as collective #2, rank 1 "
+                f"called {described}: a send or receive cannot complete while its peer is "
+                "inside a collective")
+    for rank, out in enumerate(all_ok(results)):
+        failure, refusal = out.splitlines()
+        assert failure.startswith("507015 "), failure  # ACL_ERROR_RT_AICORE_EXCEPTION
+        assert f"failed on rank {rank} of 2: {expected}" in failure, failure
+        assert "The communicator is aborted" in failure
+        assert refusal.startswith("1 ") and expected in refusal, refusal  # HCCL_E_PARA
+
+
 def test_point_to_point_arguments_are_checked_on_the_host(runner, tmp_path):
     outs = all_ok(run_ranks(runner, tmp_path, SEND_RECV_ITEM + textwrap.dedent("""
         p = upload([1.0, 2.0], "f")
@@ -648,7 +697,7 @@ def test_a_rank_on_another_machine_is_refused_at_once(runner, tmp_path):
     assert "has no transport between machines yet" in results[1].stderr
     assert results[0].returncode != 0
     assert "timed out after 2 s waiting for rank(s) 1" in results[0].stderr
-    assert not os.path.exists(segment_path(tmp_path / "root"))
+    assert communicator_leftovers(segment_name(tmp_path / "root")) == []
 
 
 def test_a_peer_that_exits_fails_the_collective_with_its_rank(runner, tmp_path):
@@ -737,63 +786,102 @@ def test_a_single_rank_communicator(runner, tmp_path):
     assert outs == ["[1, 2, 3]\n"]
 
 
+def communicator_leftovers(name):
+    """What of the communicator `name` the machine holds: files in /dev/shm
+    and sockets named after it."""
+    files = [n for n in os.listdir("/dev/shm") if n.startswith("npu-sim-hccl")]
+    with open("/proc/net/unix") as f:
+        sockets = [line.split()[-1] for line in f if line.rstrip().endswith("@" + name)]
+    return [n for n in files if name in n] + sockets
+
+
+def maps_a_segment(pid):
+    """Whether process `pid` has a communicator's segment mapped (Note [Shared
+    segments]: an unnamed file of /dev/shm, or a memfd where that is not
+    possible)."""
+    with open(f"/proc/{pid}/maps") as f:
+        return any("/dev/shm/#" in line or "memfd:npu-sim-hccl" in line for line in f)
+
+
 def test_the_shared_region_is_gone_after_the_job(runner, tmp_path):
     before = set(os.listdir("/dev/shm"))
     outs = all_ok(run_ranks(runner, tmp_path, """
-        # Every rank has mapped the segment: its name is gone already.
-        print(os.path.exists("/dev/shm/" + segment))
         p = upload([1.0], "f")
         ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
         sim.sync()
+        # Rank 0 took part in a collective, so it has finished joining: the
+        # segment never had a name in /dev/shm, and rank 0 has closed the
+        # socket the ranks met at.
+        with open("/proc/net/unix") as f:
+            print(os.path.exists("/dev/shm/" + segment), ("@" + segment) in f.read())
     """))
-    assert outs == ["False\n", "False\n"]
+    assert outs == ["False False\n", "False False\n"]
     leaked = [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("npu-sim-hccl")]
     assert leaked == []
 
 
-def test_a_segment_someone_else_made_is_never_used(runner, tmp_path):
-    # Note [Shared segments]: a name that exists before rank 0 creates it
-    # fails rank 0's init; one open to others fails a joining rank's.
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hold the name as another user")
+def test_a_name_another_user_holds_is_never_used(runner, tmp_path):
+    # Note [Shared segments]: rank 0 cannot claim a name another process
+    # holds, and a joining rank refuses a name held by another user.
     result = runner.run(SEGMENT_OF + textwrap.dedent("""
+        import socket
         sim.set_device(0)
         root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
         assert lib.HcclGetRootInfo(root) == HCCL_SUCCESS
-        path = "/dev/shm/" + segment_of(root.raw)
-        os.umask(0)
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644))
+        name = segment_of(root.raw)
+        ready_r, ready_w = os.pipe()
+        squatter = os.fork()
+        if squatter == 0:
+            os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind("\\0" + name)
+            s.listen()
+            os.write(ready_w, b"x")
+            time.sleep(60)
+            os._exit(0)
+        os.read(ready_r, 1)
         comm = ctypes.c_void_p()
         print(lib.HcclCommInitRootInfo(2, root, 0, ctypes.byref(comm)), sim.err())
         print(lib.HcclCommInitRootInfo(2, root, 1, ctypes.byref(comm)), sim.err())
-        print(os.path.exists(path))  # left alone: it is not the job's
-        os.unlink(path)
+        os.kill(squatter, 9)
+        os.waitpid(squatter, 0)
     """))
     assert result.returncode == 0, result.stderr
-    creator, joiner, kept = result.stdout.splitlines()
-    assert creator.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfo: the shared-memory segment ")
-    assert "already exists: another process made it" in creator, creator
-    assert joiner.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfo: the shared-memory segment ")
-    assert "with mode 644, not to this user" in joiner and "so it is not used" in joiner, joiner
-    assert kept == "True"
+    creator, joiner = result.stdout.splitlines()
+    assert creator.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfo: the communicator's name ")
+    assert "is already in use on this machine: another process holds it" in creator, creator
+    assert joiner.startswith(f"{HCCL_E_PARA} HcclCommInitRootInfo: the communicator's name ")
+    assert "is held by a process of user 65534, not of this user (0)" in joiner, joiner
+
+
+def start_joining_ranks(runner, tmp_path, ranks, nranks, **env):
+    """Starts `ranks` processes of a communicator of `nranks` ranks (fewer
+    than it needs, so they wait in the connect phase); returns them once all
+    have mapped the segment."""
+    code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + JOIN
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=runner.env(RANK=r, WORLD=ranks, NRANKS=nranks,
+                                             ROOT_FILE=tmp_path / "root", HCCL_BUFFSIZE=1, **env))
+             for r in range(ranks)]
+    deadline = time.time() + 60
+    while not all(maps_a_segment(p.pid) for p in procs):
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"a rank exited while joining: {p.communicate()}")
+        assert time.time() < deadline, "the ranks never mapped the segment"
+        time.sleep(0.01)
+    return procs
 
 
 @pytest.mark.parametrize("victim", [0, 1])
 def test_a_rank_killed_while_joining_leaves_nothing_behind(runner, tmp_path, victim):
     # A communicator of three ranks of which two come: both wait in the
     # connect phase until one is killed; the other then fails at once,
-    # naming it, and the segment is gone once both have exited.
-    code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + JOIN
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              env=runner.env(RANK=r, WORLD=2, NRANKS=3, ROOT_FILE=tmp_path / "root",
-                                             HCCL_BUFFSIZE=1))
-             for r in range(2)]
-    root_file = tmp_path / "root"
+    # naming it, and nothing of the communicator remains once both have exited.
+    procs = start_joining_ranks(runner, tmp_path, 2, 3)
     try:
-        deadline = time.time() + 30
-        while not root_file.exists() or not os.path.exists(segment_path(root_file)):
-            assert time.time() < deadline, "rank 0 never created the segment"
-            time.sleep(0.01)
-        time.sleep(0.5)  # rank 1 maps it and joins the wait
         procs[victim].send_signal(signal.SIGKILL)
         _, err = procs[1 - victim].communicate(timeout=30)
     finally:
@@ -801,14 +889,91 @@ def test_a_rank_killed_while_joining_leaves_nothing_behind(runner, tmp_path, vic
             proc.kill()
             proc.wait()
     assert f"rank {victim} (process {procs[victim].pid}) exited" in err, err
-    assert not os.path.exists(segment_path(root_file))
+    assert communicator_leftovers(segment_name(tmp_path / "root")) == []
 
 
-def segment_path(root_file):
-    """The path in /dev/shm of the segment of the root info in `root_file`."""
+def test_every_rank_killed_while_joining_leaves_nothing_behind(runner, tmp_path):
+    # Note [Shared segments]: with every process of the job killed inside
+    # the connect phase (both have mapped the segment and wait for the third
+    # rank), nobody is left to clean up, and nothing needs to be; the same
+    # root info then makes a working communicator.
+    procs = start_joining_ranks(runner, tmp_path, 2, 3)
+    name = segment_name(tmp_path / "root")
+    assert communicator_leftovers(name) == ["@" + name]  # rank 0 serves the segment
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+    for proc in procs:
+        proc.wait()
+    assert communicator_leftovers(name) == []
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        p = upload([rank + 1.0], "f")
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
+        sim.sync()
+        print(download(p, 1, "f"))
+    """, world=3, ROOT_GIVEN=1))
+    assert outs == ["[6.0]\n"] * 3
+    assert communicator_leftovers(name) == []
+
+
+def test_every_rank_of_a_rank_table_killed_while_joining_leaves_nothing_behind(runner, tmp_path):
+    # As above for HcclCommInitClusterInfo, whose communicator every rank
+    # names alike from the table: the same table works again at once.
+    table = tmp_path / "table.json"
+    # The path makes the table's bytes, and so its communicator, this test's own.
+    table.write_text(json.dumps({"status": "completed", "job": str(tmp_path), "server_list": [
+        {"server_id": "127.0.0.1",
+         "device": [{"device_id": str(r), "rank_id": str(r)} for r in range(3)]}]}))
+    code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + textwrap.dedent(f"""
+        rank = int(os.environ["RANK"])
+        sim.set_device(rank)
+        comm = ctypes.c_void_p()
+        assert lib.HcclCommInitClusterInfo({str(table)!r}.encode(), rank,
+                                           ctypes.byref(comm)) == HCCL_SUCCESS, sim.err()
+        p = sim.malloc(4)
+        sim.h2d(p, array.array("f", [rank + 1.0]).tobytes(), sync=True)
+        assert lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, None) == HCCL_SUCCESS
+        sim.sync()
+        out = array.array("f")
+        out.frombytes(sim.d2h(p, 4, sync=True).raw)
+        print(out.tolist())
+    """)
+    def start(ranks):
+        return [subprocess.Popen([sys.executable, "-c", "import array\n" + code],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=runner.env(RANK=r, HCCL_BUFFSIZE=1))
+                for r in ranks]
+
+    def table_sockets():
+        with open("/proc/net/unix") as f:
+            return [line.split()[-1] for line in f if "@npu-sim-hccl-table-" in line]
+
+    others = set(table_sockets())  # of other jobs on this machine
+    files = set(os.listdir("/dev/shm"))
+    procs = start(range(2))  # rank 2 never comes
+    deadline = time.time() + 60
+    while not all(maps_a_segment(p.pid) for p in procs):
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        assert time.time() < deadline, "the ranks never mapped the segment"
+        time.sleep(0.01)
+    ours = set(table_sockets()) - others
+    assert len(ours) == 1
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+    for proc in procs:
+        proc.wait()
+    assert not ours & set(table_sockets())
+    assert not [n for n in set(os.listdir("/dev/shm")) - files if n.startswith("npu-sim-hccl")]
+    procs = start(range(3))
+    results = [proc.communicate(timeout=60) for proc in procs]
+    assert [out for out, _ in results] == ["[6.0]\n"] * 3, results
+    assert not ours & set(table_sockets())
+
+
+def segment_name(root_file):
+    """The communicator's name in the root info in `root_file`."""
     scope = {}
     exec(SEGMENT_OF, scope)
-    return "/dev/shm/" + scope["segment_of"](root_file.read_bytes())
+    return scope["segment_of"](root_file.read_bytes())
 
 
 def test_no_room_in_dev_shm_is_an_error_at_init(runner, tmp_path):
