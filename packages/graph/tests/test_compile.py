@@ -373,3 +373,79 @@ def test_mlir_kernels_declare_their_accesses_to_the_race_detector():
             b.mul_(2)
         torch.npu.synchronize()
     torch.testing.assert_close(total.cpu(), torch.relu(a.cpu() * b.cpu() / 2 + 1.0).sum())
+
+
+# Note [Outer-dimension split of MLIR kernels]: large kernels whose rows are
+# independent run as blocks of rows on torch's intra-op threads.
+
+
+@pytest.fixture
+def _two_threads():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _split_launches(fn, *args, atol=1e-5, rtol=1e-5):
+    before = npu_compile.kernel_stats()["split_launches"]
+    _check(fn, *args, atol=atol, rtol=rtol)
+    return npu_compile.kernel_stats()["split_launches"] - before
+
+
+def _rms_norm(x, w):
+    return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * x * w
+
+
+@needs_mlir
+@pytest.mark.parametrize("rows", [2, 3, 257])
+def test_outer_split_runs_rows_in_blocks_and_matches_eager(_two_threads, rows):
+    # Odd row counts give blocks of two sizes (two block kernels); 3 rows
+    # give a block of one row.
+    columns = 40000 // rows + 7
+    x, w = _npu(rows, columns), _npu(columns)
+    assert _split_launches(lambda x, w: _rms_norm(x, w) + x.sin(), x, w, atol=1e-4, rtol=1e-4) >= 1
+
+
+@needs_mlir
+def test_outer_split_through_reshapes_and_softmax(_two_threads):
+    # Attention's shapes: the softmax sees (b * h, t, t) rows, the outputs
+    # (b, h, t, t); both keep the batch rows in blocks.
+    x = _npu(5, 4, 48, 48)
+    fn = lambda x: torch.softmax(x.reshape(20, 48, 48) * 0.125, dim=-1).reshape(5, 4, 48, 48) + 1.0  # noqa: E731
+    assert _split_launches(fn, x, atol=1e-5, rtol=1e-4) >= 1
+
+
+@needs_mlir
+@pytest.mark.parametrize("case", ["one_row", "reduce_rows", "one_thread", "small"])
+def test_outer_split_not_used_where_rows_are_not_independent(_two_threads, case):
+    if case == "one_row":
+        fn, args = (lambda x: x.exp() * 2), (_npu(1, 50000),)
+    elif case == "reduce_rows":
+        fn, args = (lambda x: x - x.sum(0, keepdim=True)), (_npu(300, 200),)
+    elif case == "one_thread":
+        torch.set_num_threads(1)
+        fn, args = (lambda x: x.exp() * 2), (_npu(300, 200),)
+    else:
+        fn, args = (lambda x: x.exp() * 2), (_npu(30, 20),)
+    assert _split_launches(fn, *args, atol=1e-4, rtol=1e-5) == 0
+
+
+@needs_mlir
+def test_outer_split_in_training_step_matches_eager(_two_threads):
+    torch.manual_seed(0)
+    norm = torch.nn.RMSNorm(128).to("npu")
+    x = _npu(8, 64, 128, requires_grad=True)
+
+    def step(x):
+        return (norm(x) * x).square().mean()
+
+    expected = step(x)
+    (grad,) = torch.autograd.grad(expected, x)
+    before = npu_compile.kernel_stats()["split_launches"]
+    compiled = torch.compile(step)
+    actual = compiled(x)
+    (actual_grad,) = torch.autograd.grad(actual, x)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(actual_grad, grad, atol=1e-5, rtol=1e-4)
+    assert npu_compile.kernel_stats()["split_launches"] > before
