@@ -50,7 +50,9 @@ constexpr size_t kMaxArgs = 32;
 // {allocated, aligned, offset, sizes[rank], strides[rank]}, all 64-bit.
 struct Descriptor {
   int64_t device_address = 0;
-  // Bytes from one outer row to the next; 0 for a tensor that is not split.
+  // For a split tensor, its rows (dimension 0) per outer row of the kernel
+  // and the bytes they take; 0 for a tensor that is not split.
+  int64_t rows_per_outer_row = 0;
   int64_t row_bytes = 0;
   std::vector<int64_t> sizes_and_strides;
 };
@@ -112,7 +114,7 @@ struct KernelWork {
       m.push_back(0);
       m.insert(m.end(), d.sizes_and_strides.begin(), d.sizes_and_strides.end());
       if (d.row_bytes != 0) {
-        m[3] = b.rows; // sizes[0]
+        m[3] = b.rows * d.rows_per_outer_row; // sizes[0]
       }
       args[i] = m.data();
     }
@@ -141,15 +143,15 @@ void launch_kernel(
     int64_t stream_id,
     c10::DeviceIndex device_index,
     const std::vector<std::tuple<uintptr_t, int64_t, int64_t>>& blocks,
-    const std::vector<bool>& split) {
+    const std::vector<int64_t>& split) {
   TORCH_CHECK(fn != 0 || !blocks.empty(), "launch_kernel: kernel ", name, " has no function address");
   TORCH_CHECK(
       tensors.size() <= kMaxArgs, "launch_kernel: kernel ", name, " takes ", tensors.size(),
       " tensors; at most ", kMaxArgs, " are supported");
   TORCH_CHECK(
       blocks.empty() || split.size() == tensors.size(), "launch_kernel: kernel ", name,
-      " is split in blocks but says which of its ", tensors.size(), " tensors are split for ",
-      split.size());
+      " is split in blocks but gives the rows per outer row of ", split.size(), " of its ",
+      tensors.size(), " tensors");
   KernelWork work;
   if (blocks.empty()) {
     work.blocks.push_back(Block{fn, 0, 0});
@@ -166,11 +168,12 @@ void launch_kernel(
         "launch_kernel: kernel ", name, " got a tensor on ", t.device(), ", expected npu:", device_index);
     Descriptor d;
     d.device_address = reinterpret_cast<int64_t>(t.data_ptr());
-    if (!blocks.empty() && split[i]) {
+    if (!blocks.empty() && split[i] != 0) {
       TORCH_CHECK(
           t.dim() >= 1 && t.is_contiguous(), "launch_kernel: split tensor ", i, " of kernel ", name,
           " must be contiguous with a row dimension");
-      d.row_bytes = t.stride(0) * static_cast<int64_t>(t.element_size());
+      d.rows_per_outer_row = split[i];
+      d.row_bytes = split[i] * t.stride(0) * static_cast<int64_t>(t.element_size());
     }
     for (auto s : t.sizes()) {
       d.sizes_and_strides.push_back(s);
@@ -201,8 +204,9 @@ PYBIND11_MODULE(_launch, m) {
   m.def("launch_kernel", &launch_kernel, py::arg("name"), py::arg("fn"), py::arg("tensors"),
         py::arg("num_inputs"), py::arg("stream_id"), py::arg("device_index"),
         py::arg("blocks") = std::vector<std::tuple<uintptr_t, int64_t, int64_t>>{},
-        py::arg("split") = std::vector<bool>{},
+        py::arg("split") = std::vector<int64_t>{},
         "Launches kernel `fn` on `tensors` (inputs, then outputs) as device work on the stream; "
-        "with `blocks` ((fn, first row, rows) each), as one call per block of the tensors marked "
-        "in `split` (Note [Outer-dimension split of MLIR kernels]).");
+        "with `blocks` ((fn, first row, rows) each), as one call per block of rows; `split` gives "
+        "each tensor's rows per outer row, 0 for a tensor passed whole (Note [Outer-dimension "
+        "split of MLIR kernels]).");
 }

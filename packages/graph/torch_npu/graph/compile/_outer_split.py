@@ -13,8 +13,11 @@ Which kernels: the program is traced to aten ops on meta tensors and every
 value is classified as "whole" (it depends on no split input) or "split"
 with ``m`` rows per outer row (its dimension 0 has N * m rows, and its
 row block j depends only on row block j of the split inputs). An input is
-split when its dimension 0 has N rows (N: the outputs' dimension 0, which
-all outputs share). A split operand is allowed only by:
+split with m rows per outer row when it has N * m rows (N: the outputs'
+dimension 0, which all outputs share) and two or more dimensions (a
+matmul's (N * m, k) result read through a view), or N rows; if the rules
+below fail with that choice, only inputs with N rows are split (a weight
+may have a multiple of N rows). A split operand is allowed only by:
 
 - pointwise ops (``torch.Tag.pointwise``): every split operand has the
   output's rank and dimension 0; every whole tensor operand broadcasts
@@ -95,7 +98,7 @@ class SplitPlan:
 
     rows: int
     blocks: list[tuple[int, int]]  # (first row, rows) per call
-    split_inputs: list[bool]
+    split_inputs: list[int]  # rows per outer row; 0 for an input passed whole
     graph: torch.fx.GraphModule
     row_multiple: dict[torch.fx.Node, int]  # split values -> rows per outer row
 
@@ -196,25 +199,20 @@ def plan_split(program: Callable[..., Any], inputs: Sequence[torch.Tensor], outp
             graph = pool.submit(make_fx(lambda *ts: tuple(program(*ts, *symbols, meta))), *examples).result()
         except Exception:
             return None
-    split_inputs = [t.dim() >= 1 and t.shape[0] == rows for t in inputs]
-    multiple: dict[torch.fx.Node, int] = {}
-    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
-    try:
-        for node in graph.graph.nodes:
-            if node.op == "placeholder":
-                if split_inputs[placeholders.index(node)]:
-                    multiple[node] = 1
-            elif node.op == "call_function":
-                m = _classify(node, rows, multiple)
-                if m is not None:
-                    multiple[node] = m
-            elif node.op == "output":
-                results = node.args[0]
-                if any(multiple.get(r) != 1 for r in results):
-                    raise Unsplittable("an output is not computed row by row")
-            else:
-                raise Unsplittable(f"{node.format_node()} is not an op on the inputs")
-    except Unsplittable:
+    # Which inputs are split: first also those with a multiple of N rows of
+    # two or more dimensions (a matmul's (N * m, k) result read through a
+    # view), then only those with N rows (when the first choice fails, e.g.
+    # for a weight with as many rows as a multiple of N).
+    for labels in (
+        [t.shape[0] // rows if t.dim() >= 2 and t.shape[0] % rows == 0 else int(t.dim() >= 1 and t.shape[0] == rows)
+         for t in inputs],
+        [int(t.dim() >= 1 and t.shape[0] == rows) for t in inputs],
+    ):
+        multiple = _propagate(graph, rows, labels)
+        if multiple is not None:
+            split_inputs = labels
+            break
+    else:
         return None
     parts = min(threads, rows)
     base, extra = divmod(rows, parts)
@@ -227,8 +225,8 @@ def plan_split(program: Callable[..., Any], inputs: Sequence[torch.Tensor], outp
     # The replay must give each block its outputs' shapes; anything else is
     # a case the rules above missed.
     for size in {size for _, size in blocks}:
-        block_inputs = [torch.empty((size, *t.shape[1:]) if s else t.shape, dtype=t.dtype, device=meta)
-                        for t, s in zip(inputs, split_inputs)]
+        block_inputs = [torch.empty((size * m, *t.shape[1:]) if m else t.shape, dtype=t.dtype, device=meta)
+                        for t, m in zip(inputs, split_inputs)]
         try:
             results = _replay(plan, block_inputs, size, meta)
         except Exception:
@@ -236,6 +234,31 @@ def plan_split(program: Callable[..., Any], inputs: Sequence[torch.Tensor], outp
         if [tuple(r.shape) for r in results] != [(size, *t.shape[1:]) for t in outputs]:
             return None
     return plan
+
+
+def _propagate(graph: torch.fx.GraphModule, rows: int, labels: list[int]) -> dict[torch.fx.Node, int] | None:
+    """Rows per outer row of every split value, given the inputs' (0: whole),
+    or None when the rules do not cover the program."""
+    multiple: dict[torch.fx.Node, int] = {}
+    placeholders = iter(labels)
+    try:
+        for node in graph.graph.nodes:
+            if node.op == "placeholder":
+                m = next(placeholders)
+                if m:
+                    multiple[node] = m
+            elif node.op == "call_function":
+                m = _classify(node, rows, multiple)
+                if m is not None:
+                    multiple[node] = m
+            elif node.op == "output":
+                if any(multiple.get(r) != 1 for r in node.args[0]):
+                    raise Unsplittable("an output is not computed row by row")
+            else:
+                raise Unsplittable(f"{node.format_node()} is not an op on the inputs")
+    except Unsplittable:
+        return None
+    return multiple
 
 
 def _replay(plan: SplitPlan, inputs: Sequence[torch.Tensor], rows: int, device: torch.device) -> tuple[Any, ...]:

@@ -40,10 +40,11 @@ class NPUKernelFallbackWarning(UserWarning):
 @dataclass
 class SplitKernel:
     """A kernel run as blocks of rows (Note [Outer-dimension split of MLIR
-    kernels]): per block (first row, rows) and its compiled kernel."""
+    kernels]): per block (first row, rows) and its compiled kernel, and per
+    input its rows per outer row (0: passed whole)."""
 
     blocks: list[tuple[int, int, Any]]
-    split_inputs: list[bool]
+    split_inputs: list[int]
 
 
 def _zeros(shapes: list[Any], dtypes: list[torch.dtype]) -> list[torch.Tensor]:
@@ -139,7 +140,7 @@ class MLIRKernel:
         cpu = torch.device("cpu")
         by_rows: dict[int, Any] = {}
         for rows in sorted({rows for _, rows in plan.blocks}):
-            shapes = [(rows, *t.shape[1:]) if s else tuple(t.shape) for t, s in zip(inputs, plan.split_inputs)]
+            shapes = [(rows * m, *t.shape[1:]) if m else tuple(t.shape) for t, m in zip(inputs, plan.split_inputs)]
             dtypes = [t.dtype for t in inputs]
             # The block's own geometry, and the split that produced it: the
             # cache key of the block kernel (Note [MLIR kernel cache]).
@@ -190,7 +191,7 @@ class MLIRKernel:
         device_index = outputs[0].device.index if outputs else 0
         if isinstance(compiled, SplitKernel):
             blocks = [(kernel.address, first, rows) for first, rows, kernel in compiled.blocks]
-            split = [*compiled.split_inputs, *([True] * len(outputs))]
+            split = [*compiled.split_inputs, *([1] * len(outputs))]
             _launch.launch_kernel(self.name, 0, args, len(inputs), stream, device_index, blocks, split)
             _mlir.stats["split_launches"] += 1
         else:
