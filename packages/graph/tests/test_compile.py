@@ -376,7 +376,7 @@ def test_mlir_kernels_declare_their_accesses_to_the_race_detector():
 
 
 # Note [Outer-dimension split of MLIR kernels]: large kernels whose rows are
-# independent run as blocks of rows on torch's intra-op threads.
+# independent run as blocks of rows on up to torch.get_num_threads() threads.
 
 
 @pytest.fixture

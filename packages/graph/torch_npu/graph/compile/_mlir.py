@@ -15,8 +15,8 @@ object file, which is linked into a shared library in the cache directory.
 Parallel lowering (scf.parallel to OpenMP or the async runtime) is not used:
 torch-mlir's wheel ships neither runtime library, so a kernel runs on the
 one thread that runs the stream's device work; large kernels whose rows are
-independent are instead compiled per block of rows and called from torch's
-intra-op threads (Note [Outer-dimension split of MLIR kernels]).
+independent are instead compiled per block of rows and called from several
+threads (at most torch.get_num_threads()) (Note [Outer-dimension split of MLIR kernels]).
 
 Note [MLIR kernel cache]
 Entries live in ``<Inductor cache dir>/npu_mlir/<key>.so`` with a

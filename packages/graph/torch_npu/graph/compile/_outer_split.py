@@ -40,10 +40,13 @@ block sizes the traced program is replayed with its reshapes' and expands'
 row counts scaled, and compiled as a kernel of its own: its cache key is
 that of the block's geometry plus the split (Note [MLIR kernel cache]). The
 launcher (KernelLaunch.cpp) calls the block kernels with descriptors whose
-data pointers start at the block's first row, all inside the one work item
-and through at::parallel_for: the item completes only after every block, so
-stream order is unchanged, and the threads are torch's intra-op threads (no
-more than torch.get_num_threads(), the ones eager's kernels use). Kernels
+data pointers start at the block's first row, all inside the one work item:
+the item's thread and helper tasks on torch's inter-op pool (at::launch)
+take blocks from a shared counter, and the item completes only after every
+block, so stream order is unchanged. No more blocks than
+torch.get_num_threads() are made, so no more threads than torch may use
+work on a kernel at once (at::parallel_for runs sequentially in a module
+not built with OpenMP, which this launcher is not). Kernels
 with fewer than MIN_SPLIT_ELEMENTS output elements are not split: handing a
 block to another thread costs more than it saves there.
 """

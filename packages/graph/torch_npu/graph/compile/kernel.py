@@ -13,8 +13,8 @@ kernel runs is chosen by ``torch._inductor.config.npu_backend`` (the
 - ``"eager"``: the group's aten ops run eagerly on npu (the ops plugin's
   kernels), on the same stream.
 
-A large kernel whose rows are independent runs as blocks of rows on torch's
-intra-op threads (Note [Outer-dimension split of MLIR kernels],
+A large kernel whose rows are independent runs as blocks of rows on several
+threads (at most torch.get_num_threads()) (Note [Outer-dimension split of MLIR kernels],
 _outer_split.py). A kernel that MLIR cannot compile, or any kernel when
 torch-mlir is not installed, runs the ``"eager"`` way, with a warning naming the kernel and why
 (once per kernel and geometry).
