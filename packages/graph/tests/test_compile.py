@@ -373,3 +373,92 @@ def test_mlir_kernels_declare_their_accesses_to_the_race_detector():
             b.mul_(2)
         torch.npu.synchronize()
     torch.testing.assert_close(total.cpu(), torch.relu(a.cpu() * b.cpu() / 2 + 1.0).sum())
+
+
+# Note [Outer-dimension split of MLIR kernels]: large kernels whose rows are
+# independent run as blocks of rows on up to torch.get_num_threads() threads.
+
+
+@pytest.fixture
+def _two_threads():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _split_launches(fn, *args, atol=1e-5, rtol=1e-5):
+    before = npu_compile.kernel_stats()["split_launches"]
+    _check(fn, *args, atol=atol, rtol=rtol)
+    return npu_compile.kernel_stats()["split_launches"] - before
+
+
+def _rms_norm(x, w):
+    return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * x * w
+
+
+@needs_mlir
+@pytest.mark.parametrize("rows", [2, 3, 257])
+def test_outer_split_runs_rows_in_blocks_and_matches_eager(_two_threads, rows):
+    # Odd row counts give blocks of two sizes (two block kernels); 3 rows
+    # give a block of one row.
+    columns = 40000 // rows + 7
+    x, w = _npu(rows, columns), _npu(columns)
+    assert _split_launches(lambda x, w: _rms_norm(x, w) + x.sin(), x, w, atol=1e-4, rtol=1e-4) >= 1
+
+
+@needs_mlir
+def test_outer_split_through_reshapes_and_softmax(_two_threads):
+    # Attention's shapes: the softmax sees (b * h, t, t) rows, the outputs
+    # (b, h, t, t); both keep the batch rows in blocks.
+    x = _npu(5, 4, 48, 48)
+    fn = lambda x: torch.softmax(x.reshape(20, 48, 48) * 0.125, dim=-1).reshape(5, 4, 48, 48) + 1.0  # noqa: E731
+    assert _split_launches(fn, x, atol=1e-5, rtol=1e-4) >= 1
+
+
+@needs_mlir
+def test_outer_split_of_a_matmul_result_read_through_a_view(_two_threads):
+    # The kernel after the matmul reads its (b * t, d) result, 64 rows per
+    # outer row of the (b, t, d) output.
+    x, w = _npu(6, 64, 128), _npu(128, 128)
+    fn = lambda x, w: torch.relu((x.reshape(384, 128) @ w).view(6, 64, 128) + x)  # noqa: E731
+    assert _split_launches(fn, x, w, atol=1e-4, rtol=1e-4) >= 1
+
+
+@needs_mlir
+@pytest.mark.parametrize("case", ["one_row", "rows_and_columns", "one_thread", "small"])
+def test_outer_split_not_used_where_rows_are_not_independent(_two_threads, case):
+    if case == "one_row":
+        fn, args = (lambda x: x.exp() * 2), (_npu(1, 50000),)
+    elif case == "rows_and_columns":
+        # reads x by rows and by columns: no block of rows is independent
+        fn, args = (lambda x: x.t() * 2 + x), (_npu(300, 300),)
+    elif case == "one_thread":
+        torch.set_num_threads(1)
+        fn, args = (lambda x: x.exp() * 2), (_npu(300, 200),)
+    else:
+        fn, args = (lambda x: x.exp() * 2), (_npu(30, 20),)
+    assert _split_launches(fn, *args, atol=1e-4, rtol=1e-5) == 0
+
+
+@needs_mlir
+def test_outer_split_in_forward_and_backward_of_a_block(_two_threads):
+    # The transformer block at the benchmark's size: its norms, softmax,
+    # GELU and their gradients are split kernels.
+    torch.manual_seed(0)
+    model = _Block(d=128).to("npu")
+    x = _npu(8, 64, 128)
+    eager_out = model(x)
+    eager_out.square().mean().backward()
+    eager_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    before = npu_compile.kernel_stats()["split_launches"]
+    compiled = torch.compile(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", npu_compile.NPUKernelFallbackWarning)
+        out = compiled(x)
+        out.square().mean().backward()
+    torch.testing.assert_close(out, eager_out, atol=1e-4, rtol=1e-4)
+    for got, want in zip([p.grad for p in model.parameters()], eager_grads):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+    assert npu_compile.kernel_stats()["split_launches"] - before >= 5

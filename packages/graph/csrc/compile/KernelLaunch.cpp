@@ -12,13 +12,28 @@
 // address is turned into the address device work may dereference
 // (c10_npu::host_access). Running does not consume the captured
 // descriptors: see Note [Device work items run many times].
+//
+// A kernel split along its outermost dimension (Note [Outer-dimension split
+// of MLIR kernels], _outer_split.py) comes as blocks: a function per block
+// compiled for the block's row count, and which tensors are split. Each
+// block's call gets descriptors whose data pointers start at its first row;
+// the blocks run inside the one work item, on its thread and on helper tasks
+// of torch's inter-op pool, so the item completes after all of them (stream
+// order is unchanged); Python makes no more blocks than
+// torch.get_num_threads().
+#include <ATen/Parallel.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <array>
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -40,7 +55,18 @@ constexpr size_t kMaxArgs = 32;
 // {allocated, aligned, offset, sizes[rank], strides[rank]}, all 64-bit.
 struct Descriptor {
   int64_t device_address = 0;
+  // For a split tensor, its rows (dimension 0) per outer row of the kernel
+  // and the bytes they take; 0 for a tensor that is not split.
+  int64_t rows_per_outer_row = 0;
+  int64_t row_bytes = 0;
   std::vector<int64_t> sizes_and_strides;
+};
+
+// One call of a split kernel: its function and its rows.
+struct Block {
+  uintptr_t fn;
+  int64_t first_row;
+  int64_t rows;
 };
 
 template <size_t... I>
@@ -73,26 +99,91 @@ const char* intern_name(const std::string& name) {
 }
 
 struct KernelWork {
-  void* fn;
+  // One block covering every row when the kernel is not split.
+  std::vector<Block> blocks;
   std::vector<Descriptor> descriptors;
 
-  void operator()() const {
-    const intptr_t offset = c10_npu::host_access_offset();
-    // Built per run, from the captured data only.
+  // Calls block `b`'s function on its rows. Descriptors are built per run,
+  // from the captured data only.
+  void run_block(const Block& b, intptr_t offset) const {
     std::vector<std::vector<int64_t>> memrefs(descriptors.size());
     std::array<void*, kMaxArgs> args{};
     for (size_t i = 0; i < descriptors.size(); ++i) {
       const auto& d = descriptors[i];
       auto& m = memrefs[i];
-      const int64_t host = d.device_address == 0 ? 0 : d.device_address + offset;
+      const int64_t host =
+          d.device_address == 0 ? 0 : d.device_address + offset + b.first_row * d.row_bytes;
       m.reserve(3 + d.sizes_and_strides.size());
       m.push_back(host);
       m.push_back(host);
       m.push_back(0);
       m.insert(m.end(), d.sizes_and_strides.begin(), d.sizes_and_strides.end());
+      if (d.row_bytes != 0) {
+        m[3] = b.rows * d.rows_per_outer_row; // sizes[0]
+      }
       args[i] = m.data();
     }
-    kCallers[descriptors.size()](fn, args.data());
+    kCallers[descriptors.size()](reinterpret_cast<void*>(b.fn), args.data());
+  }
+
+  void operator()() const {
+    const intptr_t offset = c10_npu::host_access_offset();
+    if (blocks.size() == 1) {
+      run_block(blocks[0], offset);
+      return;
+    }
+    run_blocks_shared(offset);
+  }
+
+  // The blocks are taken one at a time, from a shared counter, by this
+  // thread and by helper tasks on torch's inter-op pool (at::launch; its
+  // worker threads exist once, so no thread is made per launch). This
+  // thread waits only for blocks a helper has taken: a helper the pool
+  // starts late (its threads busy) finds no block left and returns without
+  // touching the work item, so a busy pool costs parallelism, never a
+  // deadlock. (at::parallel_for would be the natural call, but ATen's
+  // OpenMP backend is a header-inline #pragma, which runs sequentially in a
+  // module not built with OpenMP, and this one is not.)
+  void run_blocks_shared(intptr_t offset) const {
+    struct Shared {
+      const KernelWork* work;
+      intptr_t offset;
+      size_t total;
+      std::atomic<size_t> next{0};
+      std::mutex mutex;
+      std::condition_variable all_done;
+      size_t done = 0;
+      std::exception_ptr error;
+
+      // Runs blocks until none is left.
+      void drain() {
+        for (size_t i = next.fetch_add(1); i < total; i = next.fetch_add(1)) {
+          try {
+            work->run_block(work->blocks[i], offset);
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(mutex);
+            error = std::current_exception();
+          }
+          std::lock_guard<std::mutex> lock(mutex);
+          if (++done == total) {
+            all_done.notify_all();
+          }
+        }
+      }
+    };
+    auto shared = std::make_shared<Shared>();
+    shared->work = this;
+    shared->offset = offset;
+    shared->total = blocks.size();
+    for (size_t h = 1; h < blocks.size(); ++h) {
+      at::launch([shared] { shared->drain(); });
+    }
+    shared->drain();
+    std::unique_lock<std::mutex> lock(shared->mutex);
+    shared->all_done.wait(lock, [&] { return shared->done == shared->total; });
+    if (shared->error) {
+      std::rethrow_exception(shared->error);
+    }
   }
 };
 
@@ -102,19 +193,40 @@ void launch_kernel(
     const std::vector<at::Tensor>& tensors,
     size_t num_inputs,
     int64_t stream_id,
-    c10::DeviceIndex device_index) {
-  TORCH_CHECK(fn != 0, "launch_kernel: kernel ", name, " has no function address");
+    c10::DeviceIndex device_index,
+    const std::vector<std::tuple<uintptr_t, int64_t, int64_t>>& blocks,
+    const std::vector<int64_t>& split) {
+  TORCH_CHECK(fn != 0 || !blocks.empty(), "launch_kernel: kernel ", name, " has no function address");
   TORCH_CHECK(
       tensors.size() <= kMaxArgs, "launch_kernel: kernel ", name, " takes ", tensors.size(),
       " tensors; at most ", kMaxArgs, " are supported");
-  KernelWork work{reinterpret_cast<void*>(fn), {}};
+  TORCH_CHECK(
+      blocks.empty() || split.size() == tensors.size(), "launch_kernel: kernel ", name,
+      " is split in blocks but gives the rows per outer row of ", split.size(), " of its ",
+      tensors.size(), " tensors");
+  KernelWork work;
+  if (blocks.empty()) {
+    work.blocks.push_back(Block{fn, 0, 0});
+  }
+  for (const auto& [block_fn, first_row, rows] : blocks) {
+    TORCH_CHECK(block_fn != 0, "launch_kernel: a block of kernel ", name, " has no function address");
+    work.blocks.push_back(Block{block_fn, first_row, rows});
+  }
   work.descriptors.reserve(tensors.size());
-  for (const auto& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
     TORCH_CHECK(
         t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device_index,
         "launch_kernel: kernel ", name, " got a tensor on ", t.device(), ", expected npu:", device_index);
     Descriptor d;
     d.device_address = reinterpret_cast<int64_t>(t.data_ptr());
+    if (!blocks.empty() && split[i] != 0) {
+      TORCH_CHECK(
+          t.dim() >= 1 && t.is_contiguous(), "launch_kernel: split tensor ", i, " of kernel ", name,
+          " must be contiguous with a row dimension");
+      d.rows_per_outer_row = split[i];
+      d.row_bytes = split[i] * t.stride(0) * static_cast<int64_t>(t.element_size());
+    }
     for (auto s : t.sizes()) {
       d.sizes_and_strides.push_back(s);
     }
@@ -142,5 +254,11 @@ PYBIND11_MODULE(_launch, m) {
   m.doc() = "Launches MLIR-compiled kernels as device work on npu streams.";
   m.attr("MAX_KERNEL_ARGS") = kMaxArgs;
   m.def("launch_kernel", &launch_kernel, py::arg("name"), py::arg("fn"), py::arg("tensors"),
-        py::arg("num_inputs"), py::arg("stream_id"), py::arg("device_index"));
+        py::arg("num_inputs"), py::arg("stream_id"), py::arg("device_index"),
+        py::arg("blocks") = std::vector<std::tuple<uintptr_t, int64_t, int64_t>>{},
+        py::arg("split") = std::vector<int64_t>{},
+        "Launches kernel `fn` on `tensors` (inputs, then outputs) as device work on the stream; "
+        "with `blocks` ((fn, first row, rows) each), as one call per block of rows; `split` gives "
+        "each tensor's rows per outer row, 0 for a tensor passed whole (Note [Outer-dimension "
+        "split of MLIR kernels]).");
 }

@@ -50,7 +50,9 @@ def kernel_cache_dir() -> str:
 
 def kernel_stats() -> dict[str, float]:
     """Counts of kernels compiled, loaded from the disk cache and rebuilt
-    (corrupt entries) in this process, and the seconds spent."""
+    (corrupt entries) in this process, and the seconds spent; and of
+    launches run as blocks of rows on several threads (Note [Outer-dimension
+    split of MLIR kernels])."""
     return dict(_mlir.stats)
 
 

@@ -14,7 +14,9 @@ object file, which is linked into a shared library in the cache directory.
 
 Parallel lowering (scf.parallel to OpenMP or the async runtime) is not used:
 torch-mlir's wheel ships neither runtime library, so a kernel runs on the
-one thread that runs the stream's device work.
+one thread that runs the stream's device work; large kernels whose rows are
+independent are instead compiled per block of rows and called from several
+threads (at most torch.get_num_threads()) (Note [Outer-dimension split of MLIR kernels]).
 
 Note [MLIR kernel cache]
 Entries live in ``<Inductor cache dir>/npu_mlir/<key>.so`` with a
@@ -63,8 +65,11 @@ _FUNC = "kernel"
 _lock = threading.Lock()
 
 # Counts for tests and benchmarks: "compiled" (torch-mlir import and
-# passes), "loaded" (from the disk cache), "rebuilt" (a corrupt entry).
-stats = {"compiled": 0, "loaded": 0, "rebuilt": 0, "compile_seconds": 0.0, "load_seconds": 0.0}
+# passes), "loaded" (from the disk cache), "rebuilt" (a corrupt entry);
+# "split_launches": launches run as blocks of rows (Note [Outer-dimension
+# split of MLIR kernels]).
+stats = {"compiled": 0, "loaded": 0, "rebuilt": 0, "compile_seconds": 0.0, "load_seconds": 0.0,
+         "split_launches": 0}
 
 
 class MLIRUnavailable(RuntimeError):

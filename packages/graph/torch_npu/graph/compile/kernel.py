@@ -13,24 +13,42 @@ kernel runs is chosen by ``torch._inductor.config.npu_backend`` (the
 - ``"eager"``: the group's aten ops run eagerly on npu (the ops plugin's
   kernels), on the same stream.
 
-A kernel that MLIR cannot compile, or any kernel when torch-mlir is not
-installed, runs the ``"eager"`` way, with a warning naming the kernel and why
+A large kernel whose rows are independent runs as blocks of rows on several
+threads (at most torch.get_num_threads()) (Note [Outer-dimension split of MLIR kernels],
+_outer_split.py). A kernel that MLIR cannot compile, or any kernel when
+torch-mlir is not installed, runs the ``"eager"`` way, with a warning naming the kernel and why
 (once per kernel and geometry).
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
-from . import _mlir
+from . import _mlir, _outer_split
 from ._program import compile_program
 
 
 class NPUKernelFallbackWarning(UserWarning):
     """A kernel runs its aten ops eagerly instead of as an MLIR kernel."""
+
+
+@dataclass
+class SplitKernel:
+    """A kernel run as blocks of rows (Note [Outer-dimension split of MLIR
+    kernels]): per block (first row, rows) and its compiled kernel, and per
+    input its rows per outer row (0: passed whole)."""
+
+    blocks: list[tuple[int, int, Any]]
+    split_inputs: list[int]
+
+
+def _zeros(shapes: list[Any], dtypes: list[torch.dtype]) -> list[torch.Tensor]:
+    return [torch.zeros(shape, dtype=dtype) for shape, dtype in zip(shapes, dtypes)]
 
 
 def _backend() -> str:
@@ -70,10 +88,13 @@ class MLIRKernel:
             tuple((tuple(t.shape), t.dtype) for t in outputs),
             tuple(symbols),
         )
-        variant = self._variants.get(geometry, False)
+        # The split depends on the threads torch may use (Note [Outer-dimension
+        # split of MLIR kernels]).
+        geometry_and_threads = (geometry, torch.get_num_threads())
+        variant = self._variants.get(geometry_and_threads, False)
         if variant is False:
             variant = self._compile(geometry, inputs, outputs, symbols)
-            self._variants[geometry] = variant
+            self._variants[geometry_and_threads] = variant
         if variant is None:
             self._run_eager(inputs, outputs, symbols)
         else:
@@ -96,6 +117,9 @@ class MLIRKernel:
                 return [torch.zeros(t.shape, dtype=t.dtype) for t in inputs]
 
             try:
+                split = self._compile_split(geometry, inputs, outputs, symbols)
+                if split is not None:
+                    return split
                 compiled = _mlir.get_kernel(self.name, self.source, geometry, module_fn, example_inputs)
             except (_mlir.MLIRUnavailable, _mlir.MLIRCompileError) as e:
                 reason = str(e)
@@ -105,6 +129,36 @@ class MLIRKernel:
             f"npu kernel {self.name}: MLIR cannot compile it ({reason}); running its aten ops eagerly on npu",
             NPUKernelFallbackWarning, stacklevel=3)
         return None
+
+    def _compile_split(self, geometry: Any, inputs: Any, outputs: Any, symbols: list[int]) -> SplitKernel | None:
+        """The kernel as blocks of rows, or None where it runs as one call
+        (Note [Outer-dimension split of MLIR kernels])."""
+        plan = _outer_split.plan_split(self.program, inputs, outputs, symbols, torch.get_num_threads())
+        if plan is None:
+            return None
+        self._checked(None, inputs, outputs, symbols)
+        cpu = torch.device("cpu")
+        by_rows: dict[int, Any] = {}
+        for rows in sorted({rows for _, rows in plan.blocks}):
+            shapes = [(rows * m, *t.shape[1:]) if m else tuple(t.shape) for t, m in zip(inputs, plan.split_inputs)]
+            dtypes = [t.dtype for t in inputs]
+            # The block's own geometry, and the split that produced it: the
+            # cache key of the block kernel (Note [MLIR kernel cache]).
+            block_geometry = (
+                tuple(zip(shapes, dtypes)),
+                tuple(((rows, *t.shape[1:]), t.dtype) for t in outputs),
+                tuple(symbols),
+                ("outer-split", rows, plan.rows),
+            )
+
+            example_inputs = functools.partial(_zeros, shapes, dtypes)
+            try:
+                by_rows[rows] = _mlir.get_kernel(self.name, self.source, block_geometry,
+                                                 plan.block_program(rows, cpu), example_inputs)
+            except _mlir.MLIRCompileError:
+                # The whole kernel may still compile: run it as one call.
+                return None
+        return SplitKernel([(first, rows, by_rows[rows]) for first, rows in plan.blocks], plan.split_inputs)
 
     def _checked(self, compiled: Any, inputs: Any, outputs: Any, symbols: list[int]) -> Any:
         # The program's results must match the buffers Inductor allocated;
@@ -135,7 +189,13 @@ class MLIRKernel:
         if any(t.numel() == 0 for t in outputs):
             return
         device_index = outputs[0].device.index if outputs else 0
-        _launch.launch_kernel(self.name, compiled.address, args, len(inputs), stream, device_index)
+        if isinstance(compiled, SplitKernel):
+            blocks = [(kernel.address, first, rows) for first, rows, kernel in compiled.blocks]
+            split = [*compiled.split_inputs, *([1] * len(outputs))]
+            _launch.launch_kernel(self.name, 0, args, len(inputs), stream, device_index, blocks, split)
+            _mlir.stats["split_launches"] += 1
+        else:
+            _launch.launch_kernel(self.name, compiled.address, args, len(inputs), stream, device_index)
         for out, tmp in staged:
             out.copy_(tmp)
 
