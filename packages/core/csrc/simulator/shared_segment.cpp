@@ -57,6 +57,24 @@ socklen_t abstractAddress(const std::string& name, sockaddr_un* addr) {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
 }
 
+// A one-byte message with room for one descriptor (SCM_RIGHTS): what rank 0
+// sends each joining rank, and what a joining rank receives.
+struct DescriptorMessage {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+
+  DescriptorMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  DescriptorMessage(const DescriptorMessage&) = delete; // msg points into it
+  DescriptorMessage& operator=(const DescriptorMessage&) = delete;
+};
+
 bool sameUser(int socket_fd, uid_t* peer_uid) {
   ucred cred{};
   socklen_t length = sizeof cred;
@@ -156,21 +174,15 @@ void SegmentHost::serveLoop() {
     }
     uid_t peer = 0;
     if (sameUser(conn, &peer)) {
-      char byte = 'S';
-      iovec iov{&byte, 1};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      DescriptorMessage message;
+      message.byte = 'S';
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&message.msg);
       cmsg->cmsg_level = SOL_SOCKET;
       cmsg->cmsg_type = SCM_RIGHTS;
       cmsg->cmsg_len = CMSG_LEN(sizeof(int));
       std::memcpy(CMSG_DATA(cmsg), &segment_fd_, sizeof(int));
       // A peer that went away meanwhile is no concern of the others.
-      (void)sendmsg(conn, &msg, MSG_NOSIGNAL);
+      (void)sendmsg(conn, &message.msg, MSG_NOSIGNAL);
     }
     close(conn); // another user's process gets nothing
   }
@@ -203,17 +215,10 @@ JoinOutcome joinSegment(const std::string& name, std::chrono::steady_clock::time
       timeval tv{static_cast<time_t>(wait.count() / 1000000),
                  static_cast<suseconds_t>(wait.count() % 1000000)};
       setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      char byte = 0;
-      iovec iov{&byte, 1};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      const ssize_t got = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+      DescriptorMessage message;
+      const ssize_t got = recvmsg(conn, &message.msg, MSG_CMSG_CLOEXEC);
       close(conn);
-      const cmsghdr* cmsg = got == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+      const cmsghdr* cmsg = got == 1 ? CMSG_FIRSTHDR(&message.msg) : nullptr;
       if (cmsg != nullptr && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
         std::memcpy(fd, CMSG_DATA(cmsg), sizeof(int));
         return JoinOutcome::kJoined;
