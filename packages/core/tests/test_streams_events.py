@@ -131,6 +131,38 @@ def test_ping_pong_between_two_streams_keeps_their_order():
     assert y.cpu().eq(2.0**20 - 1).all()
 
 
+def test_an_implied_wait_completes_its_record_before_later_work():
+    # The other stream's queue is [wait for comm's record, record e]: comm's
+    # wait for e is implied by its own order (Note [Implied stream waits]),
+    # yet e must be complete by the time anything comm queued after the wait
+    # is, as on a device: once `after` is synchronized, e reports complete
+    # and its elapsed time to `after` is not negative. Without the implied
+    # wait completing e, the other stream's worker, still waking up from the
+    # sleep, completed e later: 5 to 18 of the 50 steps failed here.
+    comm, other = torch.npu.Stream(), torch.npu.Stream()
+    x = torch.ones(4, device="npu")
+    torch.npu.synchronize()
+    incomplete, negative = 0, 0
+    for _ in range(50):
+        e = torch.npu.Event(enable_timing=True)
+        after = torch.npu.Event(enable_timing=True)
+        with torch.npu.stream(comm):
+            torch.npu._sleep(torch.npu._cycles_per_ms())  # the other worker falls asleep
+        other.wait_event(comm.record_event())
+        e.record(other)
+        comm.wait_event(e)
+        with torch.npu.stream(comm):
+            x.add_(1)
+            after.record(comm)
+        after.synchronize()
+        if not e.query():
+            incomplete += 1
+        elif e.elapsed_time(after) < 0:
+            negative += 1
+    assert (incomplete, negative) == (0, 0)
+    assert x.cpu().eq(51).all()
+
+
 def test_wait_through_a_third_stream_is_kept():
     # The compute stream waits for the communicator stream and for a third
     # stream before its record: the communicator stream's wait for that

@@ -198,7 +198,7 @@ uint64_t Stream::enqueue(const WorkItem& item, const DeclaredAccesses* accesses)
 // waits for the communicator stream's earlier records (and records), the
 // record depends on nothing the communicator stream has not already queued
 // ahead of the wait: its own order implies the wait, and
-// aclrtStreamWaitEvent queues nothing, as it does for a completed record.
+// aclrtStreamWaitEvent queues no blocking wait, as for a completed record.
 // A stream keeps, producer side, the run of records and waits at the end of
 // its queue (the first other item ends the run); the wait of stream S for a
 // record that is item k of stream X is implied when k is in X's run, every
@@ -207,6 +207,15 @@ uint64_t Stream::enqueue(const WorkItem& item, const DeclaredAccesses* accesses)
 // Note [Device-work errors follow the dependencies]). Anything else (an
 // item of another kind in between, a wait for a third stream, an IPC
 // event, a racing producer) queues the wait as before.
+// The implied wait still queues a marker (WaitWork::implied) that does not
+// block: once S reaches it, the record has nothing left to wait for, and
+// the marker completes it (taking its timestamp then) unless X already
+// has. Without it, X's worker could complete the record after S's later
+// work: a host that synchronized with S's later event would then find the
+// record's event incomplete (aclrtEventQuery, aclrtEventElapsedTime's
+// "not completed" error), which a device never shows. The record's error
+// is then S's pending one: the run's waits are for S's records, which
+// carry S's failures (Note [Device-work errors follow the dependencies]).
 uint64_t Stream::enqueueMarker(const WorkItem& item, bool wait, const Stream* waits_on) {
   std::lock_guard lock(marker_mutex_);
   MarkerRun& run = marker_run_;
@@ -471,7 +480,13 @@ struct Executor {
     w.event->release();
   }
   void operator()(WaitWork& w) const {
-    w.event->wait(w.generation);
+    if (w.implied) {
+      // Note [Implied stream waits]: completing the record here keeps the
+      // event complete before anything after this wait, as on a device.
+      w.event->completeRecord(w.generation, stream.pendingError());
+    } else {
+      w.event->wait(w.generation);
+    }
     // Work ordered after failed work depends on it: see Note [Device-work
     // errors follow the dependencies] in event.h.
     stream.inheritFailure(w.event->errorOf(w.generation));

@@ -191,17 +191,15 @@ aclError streamWaitEvent(aclrtStream stream, aclrtEvent event) {
   if (recorder != nullptr) {
     recorder->release();
   }
-  if (implied) {
-    return ACL_SUCCESS;
-  }
   if (aclError err = s->ensureWorker(); err != ACL_SUCCESS) {
     return err;
   }
   e->retain(); // dropped by the worker after the wait
   // `recorder` is compared by address only, never used: a stream destroyed
   // meanwhile ran all its records first, so its address, if reused, cannot
-  // make a wait implied wrongly.
-  s->enqueueMarker(WaitWork{e, generation}, /*wait=*/true, recorder);
+  // make a wait implied wrongly. An implied wait does not block the stream
+  // but completes the record when the stream gets to it.
+  s->enqueueMarker(WaitWork{e, generation, implied}, /*wait=*/true, recorder);
   return ACL_SUCCESS;
 }
 

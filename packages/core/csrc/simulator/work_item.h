@@ -39,9 +39,13 @@ struct RecordWork {
 };
 
 // Blocks the stream until generation `generation` of `event` completed.
+// An implied wait (Note [Implied stream waits], stream.cpp) does not block:
+// its record has nothing left to wait for once this stream gets here, so it
+// completes that record (if its own stream has not yet) before going on.
 struct WaitWork {
   Event* event;
   uint64_t generation;
+  bool implied = false;
 };
 
 struct UserWork {
