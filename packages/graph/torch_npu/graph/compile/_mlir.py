@@ -64,7 +64,7 @@ PIPELINE = (
 # source (Note [Innermost reductions in lanes]) and of its arguments (Note
 # [Bool tensors cross the kernel boundary as bytes], kernel.py): part of
 # the cache key.
-REWRITES = ("vector-exp-1", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}", "bools-as-bytes-1")
+REWRITES = ("vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}", "bools-as-bytes-1")
 _FUNC = "kernel"
 _lock = threading.Lock()
 
