@@ -114,6 +114,53 @@ def test_matmul_epilogue():
     assert "mlir_fused" in codes[0]
 
 
+@needs_mlir
+@pytest.mark.parametrize("op", ["sum", "amax", "amin", "any"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_innermost_reductions_in_lanes(op, keepdim):
+    # Note [Innermost reductions in lanes]: a last dimension of 64 is
+    # reduced in lanes, one of 40 (not a multiple of the lanes) as it is;
+    # both must match eager. Rows holding inf, -inf or nan at various
+    # positions check that every lane is combined (any: a single true
+    # element decides the row).
+    from torch_npu.graph.compile import _lanes
+
+    for size, in_lanes in ((4 * _lanes.LANES, True), (40, False)):
+        x = torch.randn(6, 5, size)
+        x[0, 0, 3] = float("inf")
+        x[1, 2, size - 1] = float("-inf")
+        x[2, 4, size // 2 + 1] = float("nan")
+        x = x.to("npu")
+        if op == "any":
+            fn = lambda x: torch.isinf(x * 2).any(-1, keepdim=keepdim)  # noqa: E731
+        else:
+            fn = lambda x: getattr(torch, op)(torch.relu(x) + x, -1, keepdim=keepdim)  # noqa: E731
+        torch._dynamo.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", npu_compile.NPUKernelFallbackWarning)
+            actual, codes = run_and_get_code(torch.compile(fn), x)
+        torch.testing.assert_close(actual, fn(x), atol=1e-5, rtol=1e-5, equal_nan=True)
+        assert ("_lane_reduce" in codes[0]) == in_lanes
+
+
+@needs_mlir
+@pytest.mark.parametrize("case", ["output", "input", "broadcast", "reduction"])
+def test_bool_values_in_bytes(case):
+    # Note [Bool values of a program in bytes] and Note [Bool tensors cross
+    # the kernel boundary as bytes]: vectorised loops over bool buffers
+    # (a kernel's output, its input, a reduction's result read by a
+    # broadcast) must see torch's one byte per bool.
+    x = _npu(64, 64, 64)
+    mask = (x > 0.5).contiguous()
+    fn, args = {
+        "output": (lambda x: x > 0, (x,)),
+        "input": (lambda m, x: torch.where(m, x, 0.0) + m.float(), (mask, x)),
+        "broadcast": (lambda x: torch.where((x > 2).any(-1, keepdim=True), x, 0.0), (x,)),
+        "reduction": (lambda x: (x > 1).to(torch.uint8).amax(-1) != 0, (x,)),
+    }[case]
+    _check(fn, *args)
+
+
 class _Block(torch.nn.Module):
     def __init__(self, d: int = 32, heads: int = 4) -> None:
         super().__init__()
@@ -136,24 +183,30 @@ class _Block(torch.nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-@needs_mlir
-def test_transformer_block_forward_backward():
+def _check_block_step(d: int, x_shape: tuple[int, ...]) -> None:
+    """A forward and backward of _Block(d) compiled, compared with eager: the
+    output and every parameter's gradient; every kernel of both graphs must
+    be an MLIR kernel (no fallback)."""
     torch.manual_seed(0)
-    model = _Block().to("npu")
-    x = _npu(2, 8, 32)
+    model = _Block(d=d).to("npu")
+    x = _npu(*x_shape)
     eager_out = model(x)
     eager_out.square().mean().backward()
     eager_grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     compiled = torch.compile(model)
     with warnings.catch_warnings():
-        # every kernel of the forward and backward graphs is an MLIR kernel
         warnings.simplefilter("error", npu_compile.NPUKernelFallbackWarning)
         out = compiled(x)
         out.square().mean().backward()
     torch.testing.assert_close(out, eager_out, atol=1e-4, rtol=1e-4)
     for got, want in zip([p.grad for p in model.parameters()], eager_grads):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+
+
+@needs_mlir
+def test_transformer_block_forward_backward():
+    _check_block_step(32, (2, 8, 32))
 
 
 @needs_mlir
@@ -445,20 +498,6 @@ def test_outer_split_not_used_where_rows_are_not_independent(_two_threads, case)
 def test_outer_split_in_forward_and_backward_of_a_block(_two_threads):
     # The transformer block at the benchmark's size: its norms, softmax,
     # GELU and their gradients are split kernels.
-    torch.manual_seed(0)
-    model = _Block(d=128).to("npu")
-    x = _npu(8, 64, 128)
-    eager_out = model(x)
-    eager_out.square().mean().backward()
-    eager_grads = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
     before = npu_compile.kernel_stats()["split_launches"]
-    compiled = torch.compile(model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", npu_compile.NPUKernelFallbackWarning)
-        out = compiled(x)
-        out.square().mean().backward()
-    torch.testing.assert_close(out, eager_out, atol=1e-4, rtol=1e-4)
-    for got, want in zip([p.grad for p in model.parameters()], eager_grads):
-        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+    _check_block_step(128, (8, 64, 128))
     assert npu_compile.kernel_stats()["split_launches"] - before >= 5

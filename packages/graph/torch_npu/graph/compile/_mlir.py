@@ -5,7 +5,7 @@ linalg-on-tensors; elementwise linalg ops are fused; one-shot bufferization
 gives memrefs with the identity layout (contiguous tensors), results become
 output arguments (buffer-results-to-out-params) and temporaries are freed
 (buffer-deallocation-pipeline); linalg becomes affine loops, which
-affine-super-vectorize vectorises (8 lanes), then everything is lowered to
+affine-super-vectorize vectorises (LANES lanes, _lanes.py), then everything is lowered to
 the LLVM dialect. Before the passes, f32 ``exp`` is spelled out in
 arithmetic that vectorises and float reciprocals lose an assert that
 would stop the vectoriser (_vectorizable.py, Note [Vectorised exp in MLIR
@@ -45,6 +45,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ._lanes import LANES
 from ._vectorizable import drop_float_reciprocal_asserts, expand_f32_exp
 
 PIPELINE = (
@@ -53,14 +54,17 @@ PIPELINE = (
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
     "buffer-deallocation-pipeline,"
-    "func.func(convert-linalg-to-affine-loops,affine-super-vectorize{virtual-vector-size=8},lower-affine),"
+    f"func.func(convert-linalg-to-affine-loops,affine-super-vectorize{{virtual-vector-size={LANES}}},lower-affine),"
     "convert-math-to-llvm,convert-math-to-libm,func.func(convert-vector-to-scf),lower-affine,"
     "convert-scf-to-cf,convert-vector-to-llvm,"
     "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-arith-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
 )
-# Rewrites of the imported module before PIPELINE (part of the cache key).
-REWRITES = ("vector-exp-1", "drop-float-reciprocal-asserts-1")
+# Rewrites of the imported module before PIPELINE, and of the programs'
+# source (Note [Innermost reductions in lanes]) and of its arguments (Note
+# [Bool tensors cross the kernel boundary as bytes], kernel.py): part of
+# the cache key.
+REWRITES = ("vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}", "bools-as-bytes-1")
 _FUNC = "kernel"
 _lock = threading.Lock()
 

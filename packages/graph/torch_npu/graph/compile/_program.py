@@ -30,6 +30,8 @@ import torch
 import torch.fx
 from torch._inductor.virtualized import V
 
+from . import _lanes
+
 
 class UnmappableGroup(Exception):
     """The group's buffers cannot be expressed as an aten program."""
@@ -193,6 +195,12 @@ def _call(node: torch.fx.Node, args: list[str]) -> str:
         # MLIR lowers math.erf to a scalar libm call per element (~6x slower
         # than ATen's); a polynomial vectorises.
         return f"_erf({args[0]})"
+    if _lanes.is_lane_reduction(node):
+        # Note [Innermost reductions in lanes]
+        return _lanes.lane_reduction_call(args, node)
+    any_source = _lanes.any_call(args, node)
+    if any_source is not None:
+        return any_source
     if target._opname == "fma" and len(args) == 3:
         # torch-mlir has no lowering for prims.fma.
         return f"torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor({args[0]}, {args[1]}), {args[2]})"
@@ -255,24 +263,51 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     lines: list[str] = []
     for i, n in enumerate(inputs):
         names[n] = f"in{i}"
+    # Note [Bool values of a program in bytes]: a bool value an op computes
+    # is kept as uint8 (names[n] then holds bytes), read back as bool where
+    # an op other than a view uses it.
+    as_bool = {n: f"torch.ops.aten.ne.Scalar({name}, 0)" if _is_bool(n) else name for n, name in names.items()}
     op_names: list[str] = []
     for i, n in enumerate(body):
         names[n] = f"v{i}"
+        as_bool[n] = f"torch.ops.aten.ne.Scalar(v{i}, 0)" if _is_bool(n) else f"v{i}"
         if n.target is operator.getitem:
             lines.append(f"    v{i} = {names[n.args[0]]}[{int(n.args[1])}]")
             continue
         if not isinstance(n.target, torch._ops.OpOverload):
             raise UnmappableGroup(f"{n.format_node()} is not an aten op")
-        args = [printer.value(a, names) for a in n.args]
-        args += [f"{k}={printer.value(v, names)}" for k, v in n.kwargs.items()]
-        lines.append(f"    v{i} = {_call(n, args)}")
+        is_view = _op_name(n) in _VIEW_OPS and _op_name(n) not in ("clone", "_to_copy")
+        uses = names if is_view else as_bool
+        args = [printer.value(a, uses) for a in n.args]
+        args += [f"{k}={printer.value(v, uses)}" for k, v in n.kwargs.items()]
+        call = _call(n, args)
+        if _is_bool(n) and not is_view:
+            call = f"torch.ops.aten._to_copy.default({call}, dtype=torch.uint8)"
+        lines.append(f"    v{i} = {call}")
         if _op_name(n) not in _VIEW_OPS and _op_name(n) not in op_names:
             op_names.append(_op_name(n))
     symbols = list(printer.symbols)
     params = [names[n] for n in inputs] + symbols + ["_device"]
-    result = ", ".join(names[o] for o in outputs)
+    result = ", ".join(as_bool[o] for o in outputs)
     source = "\n".join([f"def program({', '.join(params)}):", *lines, f"    return ({result},)", ""])
     return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
+
+
+# Note [Bool values of a program in bytes]
+# A bool tensor that a kernel keeps in memory is a memref of i1, and once a
+# loop over it is vectorised LLVM stores a vector of i1 as packed bits; a
+# loop that reads it back at other positions (a broadcast, a reduction's
+# accumulator) reads the wrong bits. So every bool value an op of a program
+# computes is converted to uint8 at once, and converted back (``!= 0``)
+# where an op other than a view reads it: a buffer MLIR materialises holds
+# bytes, and where producer and consumer fuse the two conversions cost
+# nothing. Views (their results are bytes when their input is) and the
+# program's inputs and outputs are left as they are; the kernel's boundary
+# is handled by kernel.py (Note [Bool tensors cross the kernel boundary as
+# bytes]). The program computes the same values run eagerly.
+def _is_bool(node: Any) -> bool:
+    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return isinstance(value, torch.Tensor) and value.dtype == torch.bool
 
 
 # Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7, about one float32 ulp at 1.
@@ -293,6 +328,6 @@ def _erf(x: torch.Tensor) -> torch.Tensor:
 
 def compile_program(source: str) -> Any:
     """The program's function from its source."""
-    scope: dict[str, Any] = {"torch": torch, "_erf": _erf}
+    scope: dict[str, Any] = {"torch": torch, "_erf": _erf, **_lanes.scope()}
     exec(compile(source, "<npu kernel program>", "exec"), scope)  # noqa: S102
     return scope["program"]

@@ -48,7 +48,44 @@ class SplitKernel:
 
 
 def _zeros(shapes: list[Any], dtypes: list[torch.dtype]) -> list[torch.Tensor]:
-    return [torch.zeros(shape, dtype=dtype) for shape, dtype in zip(shapes, dtypes)]
+    return [torch.zeros(shape, dtype=_boundary_dtype(dtype)) for shape, dtype in zip(shapes, dtypes)]
+
+
+# Note [Bool tensors cross the kernel boundary as bytes]
+# torch stores a bool as one byte (0 or 1). An MLIR kernel's bool argument
+# is a memref of i1, and once a loop over it is vectorised, LLVM loads and
+# stores a vector of i1 as packed bits: a kernel computing ``x > 0`` wrote
+# a bit mask over the bytes torch reads (half of the results wrong), and
+# one reading a bool input read bits of its bytes. Bool tensors are
+# therefore passed to the compiled kernel as uint8 (the same bytes), and its
+# program converts them: inputs with ``!= 0``, outputs to uint8 (i1 values
+# inside a kernel never reach torch's memory, and vectors of them are read
+# back as they were written). The eager fallback runs the program as it is.
+def _boundary_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.uint8 if dtype == torch.bool else dtype
+
+
+def _bools_as_bytes(program: Callable[..., Any], input_dtypes: list[torch.dtype]) -> Callable[..., Any]:
+    """``program`` taking and returning uint8 where it takes and returns bool
+    (Note [Bool tensors cross the kernel boundary as bytes])."""
+    if torch.bool not in input_dtypes:
+        convert_inputs = None
+    else:
+        convert_inputs = [dtype == torch.bool for dtype in input_dtypes]
+
+    def run(*tensors: torch.Tensor) -> tuple[Any, ...]:
+        if convert_inputs is not None:
+            tensors = tuple(torch.ops.aten.ne.Scalar(t, 0) if is_bool else t
+                            for t, is_bool in zip(tensors, convert_inputs))
+        results = program(*tensors)
+        return tuple(torch.ops.aten._to_copy.default(r, dtype=torch.uint8) if r.dtype == torch.bool else r
+                     for r in results)
+
+    return run
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.uint8) if t.dtype == torch.bool else t
 
 
 def _backend() -> str:
@@ -110,11 +147,11 @@ class MLIRKernel:
         else:
             cpu = torch.device("cpu")
 
-            def module_fn(*tensors: torch.Tensor) -> Any:
+            def program(*tensors: torch.Tensor) -> Any:
                 return self.program(*tensors, *symbols, cpu)
 
-            def example_inputs() -> list[torch.Tensor]:
-                return [torch.zeros(t.shape, dtype=t.dtype) for t in inputs]
+            module_fn = _bools_as_bytes(program, [t.dtype for t in inputs])
+            example_inputs = functools.partial(_zeros, [t.shape for t in inputs], [t.dtype for t in inputs])
 
             try:
                 split = self._compile_split(geometry, inputs, outputs, symbols)
@@ -153,8 +190,9 @@ class MLIRKernel:
 
             example_inputs = functools.partial(_zeros, shapes, dtypes)
             try:
-                by_rows[rows] = _mlir.get_kernel(self.name, self.source, block_geometry,
-                                                 plan.block_program(rows, cpu), example_inputs)
+                block_program = _bools_as_bytes(plan.block_program(rows, cpu), dtypes)
+                by_rows[rows] = _mlir.get_kernel(self.name, self.source, block_geometry, block_program,
+                                                 example_inputs)
             except _mlir.MLIRCompileError:
                 # The whole kernel may still compile: run it as one call.
                 return None
@@ -177,15 +215,16 @@ class MLIRKernel:
     def _launch(self, compiled: Any, inputs: Any, outputs: Any, stream: int) -> None:
         from . import _launch
 
-        args = [t if t.is_contiguous() else t.contiguous() for t in inputs]
+        # Bools as bytes (Note [Bool tensors cross the kernel boundary as bytes]).
+        args = [_as_bytes(t if t.is_contiguous() else t.contiguous()) for t in inputs]
         staged = []
         for out in outputs:
             if out.is_contiguous():
-                args.append(out)
+                args.append(_as_bytes(out))
             else:
                 tmp = torch.empty(out.shape, dtype=out.dtype, device=out.device)
                 staged.append((out, tmp))
-                args.append(tmp)
+                args.append(_as_bytes(tmp))
         if any(t.numel() == 0 for t in outputs):
             return
         device_index = outputs[0].device.index if outputs else 0
