@@ -1031,8 +1031,9 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
     // Note [Reductions read this rank's input in place]: this rank's input
     // is an operand where it is, never copied into the accumulator first:
     // rank 0 combines its own chunk with rank 1's into `acc` in one pass
-    // (reduceTo), where a copy and a reduceInto took two. The operations
-    // and their order are the same, so the result is the same bits.
+    // (reduceTo) rather than a copy and a reduceInto, which cost it a pass
+    // over the data its peers do not make. The operations and their order
+    // are the same, so the result is the same bits.
     const char* first = own + at; // input 0's chunk, here
     if (rank_ != 0) {
       if (HcclResult r = readFrom(0, inputs[0] + at, acc, m * esize, why); r != HCCL_SUCCESS) {
