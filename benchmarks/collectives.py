@@ -17,8 +17,9 @@ of 7 trials that alternate between gloo, hccl and the memcpy.
 The memcpy is an npu-to-npu copy (`Tensor.copy_`), which the simulator runs
 as one host memcpy on one thread, as its HCCL moves data: it copies between
 buffers of the kind the collectives use (device memory: transparent huge
-pages), warm. A copy between CPU tensors (4 KiB pages) ran about 1.4 times
-slower here with two ranks copying at once, which flattered hccl's ratio.
+pages), warm. A copy between CPU tensors (4 KiB pages) took 1.3 times as
+long at 256 MiB (1.1 at 64 MiB) here with two ranks copying at once, which
+flattered hccl's ratio.
 """
 
 from __future__ import annotations
