@@ -19,6 +19,15 @@ the throughput with 1 (1.0 is perfect; the step time ratio t1 / t2).
 Two ranks need two free CPUs (each simulated device runs its work on a
 thread beside its host thread): on a smaller or busy machine the figures
 say more about the machine than about DDP.
+
+The ranks run with OMP_NUM_THREADS=1 unless it is set, as torchrun starts
+more than one process per node (each rank then uses one intra-op thread,
+the 1-rank row included, so that the rows compare the same per-rank
+resources). With several intra-op threads per rank on a machine with fewer
+free CPUs than busy threads, OpenMP's worker threads spin after every
+parallel region and take the CPU from the threads the all-reduce waits for:
+on 2 CPUs, 2 threads per rank made the all-reduce cost about 16 ms per
+step instead of a few.
 """
 
 from __future__ import annotations
@@ -96,7 +105,8 @@ def rank_main(rank: int, store: str, steps: int, trials: int, batch: int) -> Non
         params = sum(p.numel() for p in models["2 ranks"].parameters())
         print(f"torch {torch.__version__}, torch_npu {torch_npu.__version__}, "
               f"{os.cpu_count()} CPUs (shared with other users: the machine's load "
-              f"moves these numbers), NPU_SIM_CHECKER={os.environ.get('NPU_SIM_CHECKER', '')}")
+              f"moves these numbers), {torch.get_num_threads()} intra-op thread(s) per rank, "
+              f"NPU_SIM_CHECKER={os.environ.get('NPU_SIM_CHECKER', '')}")
         print(f"MLP {FEATURES}-{HIDDEN}-{HIDDEN}-{FEATURES} ({params / 1e6:.2f} M parameters, "
               f"{params * 4 / 2**20:.1f} MiB of gradients), batch {batch} per rank, SGD; "
               f"median of {trials} trials of {steps} steps")
@@ -118,10 +128,12 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--batch", type=int, default=64, help="samples per rank per step")
     args = parser.parse_args()
+    # What torchrun does for more than one process per node (see above).
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")
         procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), store,
-                                   str(args.steps), str(args.trials), str(args.batch)])
+                                   str(args.steps), str(args.trials), str(args.batch)], env=env)
                  for r in range(2)]
         codes = [p.wait() for p in procs]
     if any(codes):

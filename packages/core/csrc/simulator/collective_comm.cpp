@@ -1028,10 +1028,18 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
     const size_t m = std::min(chunk, count - off);
     const size_t at = off * esize;
     char* acc = in_output ? out + at : scratch_.data();
-    if (!from_own) {
+    // Note [Reductions read this rank's input in place]: this rank's input
+    // is an operand where it is, never copied into the accumulator first:
+    // rank 0 combines its own chunk with rank 1's into `acc` in one pass
+    // (reduceTo) rather than a copy and a reduceInto, which cost it a pass
+    // over the data its peers do not make. The operations and their order
+    // are the same, so the result is the same bits.
+    const char* first = own + at; // input 0's chunk, here
+    if (rank_ != 0) {
       if (HcclResult r = readFrom(0, inputs[0] + at, acc, m * esize, why); r != HCCL_SUCCESS) {
         return r;
       }
+      first = acc;
     }
     for (uint32_t r = 1; r < size_; ++r) {
       const char* in = own + at;
@@ -1042,7 +1050,10 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
         }
         in = staged;
       }
-      reduceInto(acc, in, m, type, op);
+      reduceTo(acc, r == 1 ? first : acc, in, m, type, op);
+    }
+    if (size_ == 1 && acc != first) {
+      std::memcpy(acc, first, m * esize);
     }
     if (!in_output) {
       std::memcpy(out + at, acc, m * esize);

@@ -50,28 +50,30 @@ struct Arithmetic<BFloat16> {
   static BFloat16 store(float v) { return narrow(v); }
 };
 
+// out[i] = f(a[i], b[i]); `out` may be `a` (or `b`) itself, element for element.
 template <typename T, typename Combine>
-void combine(void* acc_raw, const void* in_raw, size_t count, Combine f) {
+void combine(void* out_raw, const void* a_raw, const void* b_raw, size_t count, Combine f) {
   using A = Arithmetic<T>;
-  auto* acc = static_cast<T*>(acc_raw);
-  const auto* in = static_cast<const T*>(in_raw);
+  auto* out = static_cast<T*>(out_raw);
+  const auto* a = static_cast<const T*>(a_raw);
+  const auto* b = static_cast<const T*>(b_raw);
   for (size_t i = 0; i < count; ++i) {
-    acc[i] = A::store(f(A::load(acc[i]), A::load(in[i])));
+    out[i] = A::store(f(A::load(a[i]), A::load(b[i])));
   }
 }
 
 template <typename T>
-void reduceTyped(void* acc, const void* in, size_t count, HcclReduceOp op) {
+void reduceTyped(void* out, const void* a, const void* b, size_t count, HcclReduceOp op) {
   using C = typename Arithmetic<T>::Compute;
   switch (op) {
     case HCCL_REDUCE_SUM:
-      return combine<T>(acc, in, count, [](C a, C b) { return static_cast<C>(a + b); });
+      return combine<T>(out, a, b, count, [](C x, C y) { return static_cast<C>(x + y); });
     case HCCL_REDUCE_PROD:
-      return combine<T>(acc, in, count, [](C a, C b) { return static_cast<C>(a * b); });
+      return combine<T>(out, a, b, count, [](C x, C y) { return static_cast<C>(x * y); });
     case HCCL_REDUCE_MAX:
-      return combine<T>(acc, in, count, [](C a, C b) { return std::max(a, b); });
+      return combine<T>(out, a, b, count, [](C x, C y) { return std::max(x, y); });
     case HCCL_REDUCE_MIN:
-      return combine<T>(acc, in, count, [](C a, C b) { return std::min(a, b); });
+      return combine<T>(out, a, b, count, [](C x, C y) { return std::min(x, y); });
     default:
       return;
   }
@@ -131,22 +133,27 @@ bool isValidReduceOp(HcclReduceOp op) {
       op == HCCL_REDUCE_MIN;
 }
 
-void reduceInto(void* acc, const void* in, size_t count, HcclDataType type, HcclReduceOp op) {
+void reduceTo(void* out, const void* a, const void* b, size_t count, HcclDataType type,
+              HcclReduceOp op) {
   switch (type) {
-    case HCCL_DATA_TYPE_INT8: return reduceTyped<int8_t>(acc, in, count, op);
-    case HCCL_DATA_TYPE_UINT8: return reduceTyped<uint8_t>(acc, in, count, op);
-    case HCCL_DATA_TYPE_INT16: return reduceTyped<int16_t>(acc, in, count, op);
-    case HCCL_DATA_TYPE_UINT16: return reduceTyped<uint16_t>(acc, in, count, op);
-    case HCCL_DATA_TYPE_INT32: return reduceTyped<int32_t>(acc, in, count, op);
-    case HCCL_DATA_TYPE_UINT32: return reduceTyped<uint32_t>(acc, in, count, op);
-    case HCCL_DATA_TYPE_INT64: return reduceTyped<int64_t>(acc, in, count, op);
-    case HCCL_DATA_TYPE_UINT64: return reduceTyped<uint64_t>(acc, in, count, op);
-    case HCCL_DATA_TYPE_FP16: return reduceTyped<_Float16>(acc, in, count, op);
-    case HCCL_DATA_TYPE_BFP16: return reduceTyped<BFloat16>(acc, in, count, op);
-    case HCCL_DATA_TYPE_FP32: return reduceTyped<float>(acc, in, count, op);
-    case HCCL_DATA_TYPE_FP64: return reduceTyped<double>(acc, in, count, op);
+    case HCCL_DATA_TYPE_INT8: return reduceTyped<int8_t>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_UINT8: return reduceTyped<uint8_t>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_INT16: return reduceTyped<int16_t>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_UINT16: return reduceTyped<uint16_t>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_INT32: return reduceTyped<int32_t>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_UINT32: return reduceTyped<uint32_t>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_INT64: return reduceTyped<int64_t>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_UINT64: return reduceTyped<uint64_t>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_FP16: return reduceTyped<_Float16>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_BFP16: return reduceTyped<BFloat16>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_FP32: return reduceTyped<float>(out, a, b, count, op);
+    case HCCL_DATA_TYPE_FP64: return reduceTyped<double>(out, a, b, count, op);
     default: return;
   }
+}
+
+void reduceInto(void* acc, const void* in, size_t count, HcclDataType type, HcclReduceOp op) {
+  reduceTo(acc, acc, in, count, type, op);
 }
 
 } // namespace npu_sim

@@ -160,7 +160,8 @@ class Stream {
   void publishCompleted(uint64_t done);
   void notifyWaiters();
   // Waiter side: yields while the worker is in a large copy expected to
-  // end soon; true once `target` is reached.
+  // end soon, or about to start the last one (Note [Yield only through a
+  // copy that is due]); true once `target` is reached.
   bool yieldThroughBulk(uint64_t target);
   // Waiter side: when the worker is idle, runs the leading copies, memsets
   // and event records that `target` needs on the calling thread; false if
