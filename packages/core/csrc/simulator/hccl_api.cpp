@@ -441,8 +441,9 @@ HcclResult initFromRankTable(const char* api, const char* clusterInfo, uint32_t 
       // Note [One machine].
       return hcclFail(HCCL_E_NOT_SUPPORT, api,
                       "the rank table '" + std::string(clusterInfo) + "' lists " + std::to_string(table.servers.size()) +
-                          " servers: the NPU simulator's HCCL joins the ranks of one machine through shared memory "
-                          "and has no transport between machines yet; list one server");
+                          " servers: the NPU simulator's HCCL joins the ranks of a rank table through shared memory "
+                          "of one machine (only a root info carries the rendezvous address its TCP transport "
+                          "needs); list one server, or use HcclCommInitRootInfo to span machines");
     }
     Runtime& rt = Runtime::get();
     Device* device = nullptr;
@@ -548,6 +549,11 @@ NPU_SIM_EXPORT HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult* async
 NPU_SIM_EXPORT int npuSimHcclCommIsDirect(void* comm, uint32_t* direct) {
   return queryComm("npuSimHcclCommIsDirect", static_cast<HcclComm>(comm), direct, "direct",
                    [](const Communicator& c) { return c.direct() ? 1u : 0u; });
+}
+
+NPU_SIM_EXPORT int npuSimHcclCommUsesSockets(void* comm, uint32_t* sockets) {
+  return queryComm("npuSimHcclCommUsesSockets", static_cast<HcclComm>(comm), sockets, "sockets",
+                   [](const Communicator& c) { return c.usesSockets() ? 1u : 0u; });
 }
 
 NPU_SIM_EXPORT const char* HcclGetErrorString(HcclResult code) {
