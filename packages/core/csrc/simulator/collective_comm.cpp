@@ -1208,7 +1208,8 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
 HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, HcclDataType type,
                                    HcclReduceOp op, int64_t root, std::string* why) {
   if (sockets_ != nullptr) {
-    return overSockets([&] { return sockets_->allReduce(send, recv, count, type, op, root, why); }, why);
+    return overSockets(
+        [&] { return sockets_->allReduce(send, recv, count, type, op, root, why); }, why);
   }
   const size_t esize = hcclElementSize(type);
   const CollectiveDescriptor what{
@@ -1351,7 +1352,8 @@ HcclResult Communicator::allGather(const void* send, void* recv, size_t count, H
 HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
                                        HcclDataType type, HcclReduceOp op, std::string* why) {
   if (sockets_ != nullptr) {
-    return overSockets([&] { return sockets_->reduceScatter(send, recv, recvCount, type, op, why); }, why);
+    return overSockets(
+        [&] { return sockets_->reduceScatter(send, recv, recvCount, type, op, why); }, why);
   }
   const size_t esize = hcclElementSize(type);
   // A rank's buffer holds one piece for every destination rank.
@@ -1419,7 +1421,12 @@ HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>
                                    const std::vector<uint64_t>& recvDispls, HcclDataType type,
                                    bool even, std::string* why) {
   if (sockets_ != nullptr) {
-    return overSockets([&] { return sockets_->allToAllV(send, sendCounts, sendDispls, recv, recvCounts, recvDispls, type, even, why); }, why);
+    return overSockets(
+        [&] {
+          return sockets_->allToAllV(
+              send, sendCounts, sendDispls, recv, recvCounts, recvDispls, type, even, why);
+        },
+        why);
   }
   const size_t esize = hcclElementSize(type);
   const CollectiveDescriptor what{even ? CollectiveKind::kAllToAll : CollectiveKind::kAllToAllV,

@@ -44,10 +44,12 @@ namespace npu_sim {
 //   registers at once: it sends the server (communicator name, nRanks, its
 //   rank, machine identity, the address it listens at for its peers). Ranks
 //   on the root info's machine first join the shared segment as before;
-//   rank 0 (the root info's maker's process, as in torch.distributed) sees
-//   that a rank of another machine registered and tells the others through
-//   the segment's header, and they all register too. So a job on one
-//   machine never touches TCP and runs exactly as before. When all nRanks
+//   rank 0 sees that a rank of another machine registered and tells the
+//   others through the segment's header, and they all register too. So a
+//   job on one machine never touches TCP and runs exactly as before. Rank 0
+//   learns it from the server in its own process, so rank 0 must run in the
+//   process that made the root info (torch.distributed's rank 0 does);
+//   otherwise a job spanning machines times out joining. When all nRanks
 //   registered, the server answers each with the table of all ranks.
 // * Mesh. Each rank connects to every lower rank's listener and accepts
 //   every higher one: a full mesh of TCP connections (TCP_NODELAY), each
@@ -68,9 +70,13 @@ namespace npu_sim {
 //   more than the socket buffers hold do not deadlock.
 // * Point-to-point. A send is a message frame (type, bytes) and its data;
 //   the receiver checks both against its receive. Messages between a pair
-//   stay in order (one connection); a batch progresses all at once.
+//   stay in order (one connection); a batch progresses all at once. Unlike
+//   the shared-memory path, a send completes once the kernel holds its
+//   data, not when it is received: a receive that does not match fails the
+//   receiver, and the sender at its next call (the receiver's failure frame).
 // * Failures. A rank whose collective fails sends every peer a failure frame
-//   and closes its connections; a peer reading it fails naming the rank, a
+//   (with its message) and closes its connections; a peer reading it fails
+//   naming the rank and quoting its message, a
 //   peer reading end-of-file or a reset (a killed rank: the kernel closes
 //   its sockets) fails at once naming the rank that left. Waits are bounded
 //   by the exec timeout (config or HCCL_EXEC_TIMEOUT) as in the
@@ -398,13 +404,15 @@ class RendezvousServer {
       refuse(fd, HCCL_E_PARA,
              "this rank was given nRanks " + std::to_string(hello.size) + ", rank " +
                  std::to_string(ranks.front().hello.rank) + " " +
-                 std::to_string(ranks.front().hello.size) + "; every rank must pass the same nRanks");
+                 std::to_string(ranks.front().hello.size) +
+                 "; every rank must pass the same nRanks");
       return;
     }
     for (const Pending& p : ranks) {
       if (p.hello.rank == hello.rank) {
         refuse(fd, HCCL_E_PARA,
-               "rank " + std::to_string(hello.rank) + " has already joined this communicator (from " +
+               "rank " + std::to_string(hello.rank) +
+                   " has already joined this communicator (from " +
                    fixedString(p.hello.machine, kMachineBytes) +
                    "); every process must pass a different rank");
         return;
