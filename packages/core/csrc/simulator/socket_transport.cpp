@@ -1,32 +1,22 @@
 #include "socket_transport.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <list>
-#include <map>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "collective_reduce.h"
 #include "runtime.h"
+#include "socket_io.h"
+#include "socket_rendezvous.h"
 
 namespace npu_sim {
 
@@ -85,31 +75,12 @@ namespace npu_sim {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SocketClock;
 
-constexpr char kHelloMagic[16] = "npu-sim-hccl/tc";
-constexpr size_t kNameBytes = 96;
-constexpr size_t kMachineBytes = 160;
+constexpr char kMeshMagic[16] = "npu-sim-hccl/tc";
 // The most of a failing rank's message its peers are sent.
 constexpr size_t kFailureBytes = 2048;
 
-struct Hello {
-  char magic[16];
-  char name[kNameBytes];
-  char machine[kMachineBytes];
-  uint32_t size;
-  uint32_t rank;
-  SocketAddress listen;
-};
-struct Reply {
-  uint32_t status; // an HcclResult
-  uint32_t size;
-  char error[512];
-};
-struct TableEntry {
-  char machine[kMachineBytes];
-  SocketAddress listen;
-};
 // The first bytes on a mesh connection: who connected.
 struct MeshHello {
   char magic[16];
@@ -131,368 +102,11 @@ struct Frame {
 };
 static_assert(std::is_trivially_copyable_v<Frame>);
 
-void copyString(char* out, size_t size, const std::string& in) {
-  std::snprintf(out, size, "%s", in.c_str());
-}
-
-std::string fixedString(const char* in, size_t size) {
-  return std::string(in, strnlen(in, size));
-}
-
 std::string formatSeconds(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", seconds);
   return text;
 }
-
-std::string addressText(const SocketAddress& a) {
-  return fixedString(a.ip, sizeof a.ip) + ":" + std::to_string(a.port);
-}
-
-Clock::time_point deadlineAfter(double seconds) {
-  if (std::isinf(seconds)) {
-    return Clock::time_point::max();
-  }
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(seconds));
-}
-
-// Milliseconds to wait in poll() before looking again (at most 100).
-int pollMillis(Clock::time_point deadline) {
-  if (deadline == Clock::time_point::max()) {
-    return 100;
-  }
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(left + 1, 0, 100));
-}
-
-// HCCL_IF_IP, as real HCCL reads it: the address to listen and be reached
-// at; empty when unset (or not an IPv4 address, which is said once).
-std::string interfaceAddress() {
-  const char* value = std::getenv("HCCL_IF_IP");
-  if (value == nullptr || *value == '\0') {
-    return {};
-  }
-  in_addr parsed{};
-  if (inet_pton(AF_INET, value, &parsed) != 1) {
-    static std::once_flag warned;
-    std::call_once(warned, [&] {
-      std::fprintf(stderr, "npu simulator: HCCL_IF_IP=%s is not an IPv4 address; ignoring it\n",
-                   value);
-    });
-    return {};
-  }
-  return value;
-}
-
-// An IPv4 address other machines may reach this one at: the first
-// non-loopback interface that is up, else the loopback address.
-std::string hostAddress() {
-  std::string found = "127.0.0.1";
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) {
-    return found;
-  }
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET ||
-        (i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) {
-      continue;
-    }
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
-    found = text;
-    break;
-  }
-  freeifaddrs(list);
-  return found;
-}
-
-// A listening TCP socket on HCCL_IF_IP (else every address), on a port the
-// kernel picks; -1 with `why` on failure.
-int listenSocket(int backlog, uint16_t* port, std::string* why) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *why = "socket() failed: " + std::string(std::strerror(errno));
-    return -1;
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (const std::string ip = interfaceAddress(); !ip.empty()) {
-    inet_pton(AF_INET, ip.c_str(), &addr.sin_addr);
-  }
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, backlog) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    *why = "cannot listen for TCP connections (HCCL_IF_IP=" + interfaceAddress() +
-        "): " + std::strerror(errno);
-    close(fd);
-    return -1;
-  }
-  *port = ntohs(addr.sin_port);
-  return fd;
-}
-
-void setNoDelay(int fd) {
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-void setNonBlocking(int fd, bool on) {
-  const int flags = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
-}
-
-// Waits until `fd` is ready for `events` or `deadline`; false on timeout.
-bool waitFor(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const int n = poll(&p, 1, pollMillis(deadline));
-    if (n > 0) {
-      return true;
-    }
-    if ((n < 0 && errno != EINTR) || Clock::now() >= deadline || processExiting()) {
-      return false;
-    }
-  }
-}
-
-// Writes or reads all `bytes` on a blocking-mode-agnostic socket before
-// `deadline`. Returns 0, or an errno (ETIMEDOUT; ECONNRESET for an early
-// end of file).
-int sendAll(int fd, const void* data, size_t bytes, Clock::time_point deadline) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      bytes -= static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!waitFor(fd, POLLOUT, deadline)) {
-        return ETIMEDOUT;
-      }
-    } else {
-      return n < 0 ? errno : ECONNRESET;
-    }
-  }
-  return 0;
-}
-
-int receiveAll(int fd, void* data, size_t bytes, Clock::time_point deadline) {
-  char* p = static_cast<char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = recv(fd, p, bytes, MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      bytes -= static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!waitFor(fd, POLLIN, deadline)) {
-        return ETIMEDOUT;
-      }
-    } else {
-      return n < 0 ? errno : ECONNRESET;
-    }
-  }
-  return 0;
-}
-
-// Connects to `to` before `deadline`, retrying while nobody listens yet.
-// Returns the socket, or -1 with the last errno in `error`.
-int connectTo(const SocketAddress& to, Clock::time_point deadline, int* error) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(to.port);
-  if (inet_pton(AF_INET, fixedString(to.ip, sizeof to.ip).c_str(), &addr.sin_addr) != 1) {
-    *error = EINVAL;
-    return -1;
-  }
-  for (;;) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-      *error = errno;
-      return -1;
-    }
-    int result = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
-    if (result == EINPROGRESS) {
-      result = waitFor(fd, POLLOUT, deadline) ? 0 : ETIMEDOUT;
-      if (result == 0) {
-        socklen_t len = sizeof result;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &result, &len);
-      }
-    }
-    if (result == 0) {
-      return fd;
-    }
-    close(fd);
-    *error = result;
-    if (result == ETIMEDOUT || Clock::now() >= deadline || processExiting()) {
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // not listening yet
-  }
-}
-
-// The process's rendezvous server (Note [Socket transport]). Never
-// destroyed: its thread waits in poll() until the process exits.
-class RendezvousServer {
- public:
-  // This process's server; started unless `start` is false (then null
-  // when there is none).
-  static RendezvousServer* get(bool start, std::string* why) {
-    static std::mutex mutex;
-    static RendezvousServer* server = nullptr;
-    std::lock_guard<std::mutex> lock(mutex);
-    if (server == nullptr && start) {
-      uint16_t port = 0;
-      const int fd = listenSocket(128, &port, why);
-      if (fd < 0) {
-        return nullptr;
-      }
-      server = new RendezvousServer(fd);
-      const std::string ip = interfaceAddress();
-      copyString(server->address_.ip, sizeof server->address_.ip, ip.empty() ? hostAddress() : ip);
-      server->address_.port = port;
-      std::thread([s = server] { s->loop(); }).detach();
-    }
-    return server;
-  }
-
-  const SocketAddress& address() const { return address_; }
-
-  bool heardFromAnotherMachine(const std::string& name, const std::string& machine) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = machines_.find(name);
-    return it != machines_.end() &&
-        std::any_of(it->second.begin(), it->second.end(),
-                    [&](const std::string& m) { return m != machine; });
-  }
-
- private:
-  struct Pending {
-    int fd;
-    Hello hello;
-  };
-
-  explicit RendezvousServer(int fd) : listen_fd_(fd) {}
-
-  static void answer(int fd, const Reply& reply, const std::vector<TableEntry>& table) {
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
-    if (sendAll(fd, &reply, sizeof reply, deadline) == 0 && !table.empty()) {
-      sendAll(fd, table.data(), table.size() * sizeof(TableEntry), deadline);
-    }
-    close(fd);
-  }
-
-  static void refuse(int fd, HcclResult code, const std::string& error) {
-    Reply reply{};
-    reply.status = code;
-    copyString(reply.error, sizeof reply.error, error);
-    answer(fd, reply, {});
-  }
-
-  void admit(int fd) {
-    Hello hello{};
-    if (receiveAll(fd, &hello, sizeof hello, Clock::now() + std::chrono::seconds(5)) != 0 ||
-        std::memcmp(hello.magic, kHelloMagic, sizeof kHelloMagic) != 0) {
-      close(fd); // not a rank of this simulator
-      return;
-    }
-    const std::string name = fixedString(hello.name, sizeof hello.name);
-    std::vector<Pending>& ranks = pending_[name];
-    if (!ranks.empty() && ranks.front().hello.size != hello.size) {
-      refuse(fd, HCCL_E_PARA,
-             "this rank was given nRanks " + std::to_string(hello.size) + ", rank " +
-                 std::to_string(ranks.front().hello.rank) + " " +
-                 std::to_string(ranks.front().hello.size) +
-                 "; every rank must pass the same nRanks");
-      return;
-    }
-    for (const Pending& p : ranks) {
-      if (p.hello.rank == hello.rank) {
-        refuse(fd, HCCL_E_PARA,
-               "rank " + std::to_string(hello.rank) +
-                   " has already joined this communicator (from " +
-                   fixedString(p.hello.machine, kMachineBytes) +
-                   "); every process must pass a different rank");
-        return;
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      machines_[name].insert(fixedString(hello.machine, sizeof hello.machine));
-    }
-    ranks.push_back(Pending{fd, hello});
-    if (ranks.size() < hello.size) {
-      return;
-    }
-    std::vector<TableEntry> table(hello.size);
-    for (const Pending& p : ranks) {
-      std::memcpy(table[p.hello.rank].machine, p.hello.machine, kMachineBytes);
-      table[p.hello.rank].listen = p.hello.listen;
-    }
-    Reply reply{};
-    reply.status = HCCL_SUCCESS;
-    reply.size = hello.size;
-    for (const Pending& p : ranks) {
-      answer(p.fd, reply, table);
-    }
-    pending_.erase(name);
-    std::lock_guard<std::mutex> lock(mutex_);
-    machines_.erase(name);
-  }
-
-  // A registered rank sends nothing more: readable means it went away
-  // (killed while joining), and the slot is free for a new attempt.
-  void dropDeparted(int fd) {
-    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      auto& ranks = it->second;
-      const auto gone = std::find_if(ranks.begin(), ranks.end(),
-                                     [&](const Pending& p) { return p.fd == fd; });
-      if (gone != ranks.end()) {
-        close(fd);
-        ranks.erase(gone);
-        if (ranks.empty()) {
-          std::lock_guard<std::mutex> lock(mutex_);
-          machines_.erase(it->first);
-          pending_.erase(it);
-        }
-        return;
-      }
-    }
-  }
-
-  void loop() {
-    for (;;) {
-      std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
-      for (const auto& [name, ranks] : pending_) {
-        for (const Pending& p : ranks) {
-          fds.push_back({p.fd, POLLIN, 0});
-        }
-      }
-      if (poll(fds.data(), fds.size(), -1) < 0) {
-        continue; // EINTR
-      }
-      for (size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents != 0) {
-          dropDeparted(fds[i].fd);
-        }
-      }
-      if (fds[0].revents & POLLIN) {
-        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) {
-          admit(fd);
-        }
-      }
-    }
-  }
-
-  const int listen_fd_;
-  SocketAddress address_;
-  std::map<std::string, std::vector<Pending>> pending_; // server thread only
-  std::mutex mutex_;
-  std::map<std::string, std::set<std::string>> machines_; // who registered, by name
-};
 
 const char* typeName(HcclDataType type) {
   return hcclDataTypeName(type);
@@ -547,21 +161,6 @@ struct Pump {
 };
 
 } // namespace
-
-HcclResult rendezvousServer(SocketAddress* out, std::string* why) {
-  RendezvousServer* server = RendezvousServer::get(true, why);
-  if (server == nullptr) {
-    return HCCL_E_TCP_CONNECT;
-  }
-  *out = server->address();
-  return HCCL_SUCCESS;
-}
-
-bool rendezvousHeardFromAnotherMachine(const std::string& name, const std::string& machine) {
-  std::string unused;
-  RendezvousServer* server = RendezvousServer::get(false, &unused);
-  return server != nullptr && server->heardFromAnotherMachine(name, machine);
-}
 
 struct SocketTransport::Peer {
   int fd = -1;
@@ -623,69 +222,19 @@ HcclResult SocketTransport::connect(const std::string& name, const SocketAddress
     }
   } listener_closer{listener};
 
+  std::vector<RankEndpoint> table;
+  if (HcclResult r = registerRank(name, root, size, rank, machine, port, deadline, limit, &table,
+                                  why);
+      r != HCCL_SUCCESS) {
+    return r;
+  }
   int error = 0;
-  const int server = connectTo(root, deadline, &error);
-  if (server < 0) {
-    *why = error == ETIMEDOUT
-        ? "joining the communicator timed out after " + limit +
-              " s connecting to the rendezvous server at " + addressText(root) +
-              " (the process that made the root info). The limit is HCCL_CONNECT_TIMEOUT seconds"
-        : "cannot connect to the rendezvous server at " + addressText(root) +
-              " (the process that made the root info): " + std::strerror(error) +
-              "; it must still run, and be reachable from this machine (HCCL_IF_IP sets the "
-              "address it listens at)";
-    return error == ETIMEDOUT ? HCCL_E_TIMEOUT : HCCL_E_TCP_CONNECT;
-  }
-  Closer server_closer{server};
-  Hello hello{};
-  std::memcpy(hello.magic, kHelloMagic, sizeof kHelloMagic);
-  copyString(hello.name, sizeof hello.name, name);
-  copyString(hello.machine, sizeof hello.machine, machine);
-  hello.size = size;
-  hello.rank = rank;
-  hello.listen.port = port;
-  std::string ip = interfaceAddress();
-  if (ip.empty()) {
-    // The local address this rank reached the root at: reachable from there.
-    sockaddr_in local{};
-    socklen_t len = sizeof local;
-    getsockname(server, reinterpret_cast<sockaddr*>(&local), &len);
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
-    ip = text;
-  }
-  copyString(hello.listen.ip, sizeof hello.listen.ip, ip);
-  Reply reply{};
-  error = sendAll(server, &hello, sizeof hello, deadline);
-  if (error == 0) {
-    error = receiveAll(server, &reply, sizeof reply, deadline);
-  }
-  if (error != 0) {
-    *why = error == ETIMEDOUT
-        ? "joining the communicator timed out after " + limit + " s (rank " +
-              std::to_string(rank) + " of " + std::to_string(size) +
-              ") waiting for every rank to register with the rendezvous server at " +
-              addressText(root) + ": some did not arrive. The limit is HCCL_CONNECT_TIMEOUT seconds"
-        : "the rendezvous server at " + addressText(root) + " closed the connection (" +
-              std::strerror(error) + "): the process that made the root info exited";
-    return error == ETIMEDOUT ? HCCL_E_TIMEOUT : HCCL_E_TCP_CONNECT;
-  }
-  if (reply.status != HCCL_SUCCESS) {
-    *why = fixedString(reply.error, sizeof reply.error);
-    return static_cast<HcclResult>(reply.status);
-  }
-  std::vector<TableEntry> table(size);
-  if (reply.size != size ||
-      receiveAll(server, table.data(), size * sizeof(TableEntry), deadline) != 0) {
-    *why = "the rendezvous server at " + addressText(root) + " sent a broken table";
-    return HCCL_E_TCP_TRANSFER;
-  }
   std::set<std::string> machines;
   for (uint32_t r = 0; r < size; ++r) {
-    machines.insert(fixedString(table[r].machine, kMachineBytes));
+    machines.insert(table[r].machine);
     if (r != rank) {
       t->peers_[r] = std::make_unique<Peer>();
-      t->peers_[r]->machine = fixedString(table[r].machine, kMachineBytes);
+      t->peers_[r]->machine = table[r].machine;
     }
   }
   t->machines_ = static_cast<uint32_t>(machines.size());
@@ -694,7 +243,7 @@ HcclResult SocketTransport::connect(const std::string& name, const SocketAddress
   for (uint32_t r = 0; r < rank; ++r) {
     const int fd = connectTo(table[r].listen, deadline, &error);
     MeshHello mine{};
-    std::memcpy(mine.magic, kHelloMagic, sizeof kHelloMagic);
+    std::memcpy(mine.magic, kMeshMagic, sizeof kMeshMagic);
     mine.rank = rank;
     mine.size = size;
     if (fd < 0 || (error = sendAll(fd, &mine, sizeof mine, deadline)) != 0) {
@@ -725,7 +274,7 @@ HcclResult SocketTransport::connect(const std::string& name, const SocketAddress
     const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     MeshHello theirs{};
     if (fd < 0 || receiveAll(fd, &theirs, sizeof theirs, deadline) != 0 ||
-        std::memcmp(theirs.magic, kHelloMagic, sizeof kHelloMagic) != 0 ||
+        std::memcmp(theirs.magic, kMeshMagic, sizeof kMeshMagic) != 0 ||
         theirs.size != size || theirs.rank <= rank || theirs.rank >= size ||
         t->peers_[theirs.rank]->fd >= 0) {
       if (fd >= 0) {

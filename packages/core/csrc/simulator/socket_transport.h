@@ -18,23 +18,10 @@
 
 #include "collective_comm.h"
 #include "hccl_types.h"
+#include "socket_io.h"
+#include "socket_rendezvous.h"
 
 namespace npu_sim {
-
-// Where a TCP listener is reached: a dotted IPv4 address and a port (0: none).
-struct SocketAddress {
-  char ip[16] = {};
-  uint16_t port = 0;
-};
-
-// The address of this process's rendezvous server, started on first use;
-// it serves every root info this process makes until the process exits.
-HcclResult rendezvousServer(SocketAddress* out, std::string* why);
-
-// Whether a rank on a machine other than `machine` asked this process's
-// rendezvous server to join the communicator `name` (rank 0 of the
-// shared-memory join watches this: Note [Socket transport]).
-bool rendezvousHeardFromAnotherMachine(const std::string& name, const std::string& machine);
 
 class SocketTransport {
  public:
