@@ -64,6 +64,9 @@ struct RootPayload {
   // Its process's rendezvous server (port 0: none, as for a rank table's):
   // Note [Socket transport] (socket_transport.cpp).
   SocketAddress rendezvous;
+  // Every rank joins over TCP at once (a rank table listing several
+  // servers: Note [Socket transport]).
+  uint32_t spans_machines;
 };
 static_assert(sizeof(RootPayload) <= HCCL_ROOT_INFO_BYTES);
 
@@ -378,7 +381,8 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
   return HCCL_SUCCESS;
 }
 
-void rankTableRootInfo(const std::string& table, HcclRootInfo* root) {
+void rankTableRootInfo(const std::string& table, const SocketAddress* rendezvous,
+                       HcclRootInfo* root) {
   // FNV-1a: a name, not a secret (only this user's processes are handed the
   // segment: Note [Shared segments]).
   uint64_t hash = 1469598103934665603ULL;
@@ -390,6 +394,10 @@ void rankTableRootInfo(const std::string& table, HcclRootInfo* root) {
   std::snprintf(payload.region, sizeof payload.region, "/npu-sim-hccl-table-%u-%016llx",
                 static_cast<unsigned>(getuid()), static_cast<unsigned long long>(hash));
   storeMachine(payload.machine);
+  if (rendezvous != nullptr) {
+    payload.rendezvous = *rendezvous;
+    payload.spans_machines = 1;
+  }
   std::memset(root->internal, 0, sizeof root->internal);
   std::memcpy(root->internal, &payload, sizeof payload);
 }
@@ -536,7 +544,7 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
     *out = std::move(comm);
     return HCCL_SUCCESS;
   };
-  if (!on_root_machine) {
+  if (!on_root_machine || payload.spans_machines != 0) {
     return joinOverSockets(connect_timeout);
   }
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(

@@ -49,6 +49,7 @@ namespace npu_sim {
 
 struct CommRegion; // the shared header, in collective_comm.cpp
 class SocketTransport; // between machines: Note [Socket transport], socket_transport.cpp
+struct SocketAddress;  // socket_io.h
 struct Channel;    // one sender-receiver pair's state, in collective_comm.cpp
 
 // The collectives, as descriptors name them. HcclAlltoAll is the even case
@@ -310,7 +311,10 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why);
 // table's bytes (HcclCommInitClusterInfo): its communicator is named after them
 // and the user, so ranks meet without exchanging anything. Two jobs running
 // from identical tables at once would share the name: the second one's rank
-// 0 then fails (Note [Shared segments]).
-void rankTableRootInfo(const std::string& table, HcclRootInfo* root);
+// 0 then fails (Note [Shared segments]). With `rendezvous` (a table listing
+// several servers), every rank joins over TCP at that server, which rank 0
+// runs (Note [Socket transport]).
+void rankTableRootInfo(const std::string& table, const SocketAddress* rendezvous,
+                       HcclRootInfo* root);
 
 } // namespace npu_sim

@@ -89,14 +89,34 @@ std::string hostAddress() {
   return found;
 }
 
+uint16_t basePort() {
+  constexpr uint16_t kDefault = 60000;
+  const char* value = std::getenv("HCCL_IF_BASE_PORT");
+  if (value == nullptr || *value == '\0') {
+    return kDefault;
+  }
+  char* end = nullptr;
+  const unsigned long port = std::strtoul(value, &end, 10);
+  if (end == value || *end != '\0' || port == 0 || port > 65535) {
+    std::fprintf(stderr, "npu simulator: HCCL_IF_BASE_PORT=%s is not a port (1-65535); using %u\n",
+                 value, static_cast<unsigned>(kDefault));
+    return kDefault;
+  }
+  return static_cast<uint16_t>(port);
+}
+
 int listenSocket(int backlog, uint16_t* port, std::string* why) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *why = "socket() failed: " + std::string(std::strerror(errno));
     return -1;
   }
+  // A fixed port may still have connections of an earlier job in TIME_WAIT.
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
+  addr.sin_port = htons(*port);
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   if (const std::string ip = interfaceAddress(); !ip.empty()) {
     inet_pton(AF_INET, ip.c_str(), &addr.sin_addr);
@@ -104,8 +124,8 @@ int listenSocket(int backlog, uint16_t* port, std::string* why) {
   socklen_t len = sizeof addr;
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, backlog) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    *why = "cannot listen for TCP connections (HCCL_IF_IP=" + interfaceAddress() +
-        "): " + std::strerror(errno);
+    *why = "cannot listen for TCP connections on port " + std::to_string(*port) +
+        " (0: any; HCCL_IF_IP=" + interfaceAddress() + "): " + std::strerror(errno);
     close(fd);
     return -1;
   }

@@ -36,8 +36,13 @@ std::string interfaceAddress();
 // non-loopback interface that is up, else the loopback address.
 std::string hostAddress();
 
-// A listening TCP socket on HCCL_IF_IP (else every address), on a port the
-// kernel picks; -1 with `why` on failure.
+// HCCL_IF_BASE_PORT, as real HCCL reads it: where a rank table's rank 0
+// listens for its peers (Note [Socket transport]); 60000 when unset.
+uint16_t basePort();
+
+// A listening TCP socket on HCCL_IF_IP (else every address), on port
+// `*port`, or one the kernel picks (0), which `*port` then gets; -1 with
+// `why` on failure.
 int listenSocket(int backlog, uint16_t* port, std::string* why);
 void setNoDelay(int fd);
 void setNonBlocking(int fd, bool on);

@@ -45,22 +45,23 @@ struct TableEntry {
 // destroyed: its thread waits in poll() until the process exits.
 class RendezvousServer {
  public:
-  // This process's server; started unless `start` is false (then null
-  // when there is none).
-  static RendezvousServer* get(bool start, std::string* why) {
+  // This process's server on `port` (0: the one on a port the kernel
+  // picked); started unless `start` is false (then null when there is none).
+  static RendezvousServer* get(uint16_t port, bool start, std::string* why) {
     static std::mutex mutex;
-    static RendezvousServer* server = nullptr;
+    static std::map<uint16_t, RendezvousServer*> servers;
     std::lock_guard<std::mutex> lock(mutex);
+    RendezvousServer*& server = servers[port];
     if (server == nullptr && start) {
-      uint16_t port = 0;
-      const int fd = listenSocket(128, &port, why);
+      uint16_t bound = port;
+      const int fd = listenSocket(128, &bound, why);
       if (fd < 0) {
         return nullptr;
       }
       server = new RendezvousServer(fd);
       const std::string ip = interfaceAddress();
       copyString(server->address_.ip, sizeof server->address_.ip, ip.empty() ? hostAddress() : ip);
-      server->address_.port = port;
+      server->address_.port = bound;
       std::thread([s = server] { s->loop(); }).detach();
     }
     return server;
@@ -205,7 +206,7 @@ class RendezvousServer {
 } // namespace
 
 HcclResult rendezvousServer(SocketAddress* out, std::string* why) {
-  RendezvousServer* server = RendezvousServer::get(true, why);
+  RendezvousServer* server = RendezvousServer::get(0, true, why);
   if (server == nullptr) {
     return HCCL_E_TCP_CONNECT;
   }
@@ -213,9 +214,13 @@ HcclResult rendezvousServer(SocketAddress* out, std::string* why) {
   return HCCL_SUCCESS;
 }
 
+HcclResult rendezvousServerOn(uint16_t port, std::string* why) {
+  return RendezvousServer::get(port, true, why) != nullptr ? HCCL_SUCCESS : HCCL_E_TCP_CONNECT;
+}
+
 bool rendezvousHeardFromAnotherMachine(const std::string& name, const std::string& machine) {
   std::string unused;
-  RendezvousServer* server = RendezvousServer::get(false, &unused);
+  RendezvousServer* server = RendezvousServer::get(0, false, &unused);
   return server != nullptr && server->heardFromAnotherMachine(name, machine);
 }
 

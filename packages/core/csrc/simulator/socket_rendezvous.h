@@ -17,6 +17,10 @@ namespace npu_sim {
 // it serves every root info this process makes until the process exits.
 HcclResult rendezvousServer(SocketAddress* out, std::string* why);
 
+// Starts a rendezvous server of this process on `port` (a rank table's
+// rank 0: its peers know the port, not a root info), unless one runs.
+HcclResult rendezvousServerOn(uint16_t port, std::string* why);
+
 // Whether a rank on a machine other than `machine` registered for the
 // communicator `name` at this process's rendezvous server (false when this
 // process runs none).

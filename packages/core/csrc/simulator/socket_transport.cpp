@@ -40,7 +40,10 @@ namespace npu_sim {
 //   learns it from the server in its own process, so rank 0 must run in the
 //   process that made the root info (torch.distributed's rank 0 does);
 //   otherwise a job spanning machines times out joining. When all nRanks
-//   registered, the server answers each with the table of all ranks.
+//   registered, the server answers each with the table of all ranks. A rank
+//   table listing several servers has no root info: its rank 0 runs the
+//   server on HCCL_IF_BASE_PORT, every rank derives the address from the
+//   table (rank 0's server_id), and all ranks register at once.
 // * Mesh. Each rank connects to every lower rank's listener and accepts
 //   every higher one: a full mesh of TCP connections (TCP_NODELAY), each
 //   first carrying its rank. The address a rank advertises is HCCL_IF_IP,

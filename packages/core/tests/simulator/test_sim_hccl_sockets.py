@@ -7,11 +7,16 @@ runs over 127.0.0.1 (HCCL_IF_IP). The results must be those of the
 shared-memory transport, and failures must end every rank at once.
 """
 
+import json
 import signal
+import socket
+import subprocess
+import sys
 import textwrap
 
 import pytest
 
+from conftest import TESTS_DIR, Runner
 from test_sim_hccl import SEND_RECV_ITEM, all_ok, run_ranks
 
 LOOPBACK = {"HCCL_IF_IP": "127.0.0.1"}
@@ -195,3 +200,44 @@ def test_joining_times_out_when_a_rank_never_registers(runner, tmp_path):
                                     "after 1 s (rank 1 of 2) waiting for every rank to register"), \
         result.stdout
     assert "The limit is HCCL_CONNECT_TIMEOUT seconds" in result.stdout
+
+
+def test_a_rank_table_of_two_servers_meets_over_sockets(runner, tmp_path):
+    # HcclCommInitClusterInfo with ranks on two servers (127.0.0.1 and
+    # 127.0.0.2, both this machine's loopback): rank 0 runs the rendezvous
+    # server on its server's address, port HCCL_IF_BASE_PORT.
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps({"status": "completed", "server_list": [
+        {"server_id": "127.0.0.1", "device": [{"device_id": "0", "rank_id": "0"},
+                                              {"device_id": "1", "rank_id": "1"}]},
+        {"server_id": "127.0.0.2", "device": [{"device_id": "0", "rank_id": "2"}]}]}))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + textwrap.dedent(f"""
+        import array
+        rank = int(os.environ["RANK"])
+        sim.set_device([0, 1, 0][rank])
+        comm = ctypes.c_void_p()
+        assert lib.HcclCommInitClusterInfo({str(table)!r}.encode(), rank,
+                                           ctypes.byref(comm)) == HCCL_SUCCESS, sim.err()
+        sockets = ctypes.c_uint32()
+        assert lib.npuSimHcclCommUsesSockets(comm, ctypes.byref(sockets)) == HCCL_SUCCESS
+        p = sim.malloc(8)
+        sim.h2d(p, array.array("f", [rank + 1.0, 2.0 * rank]).tobytes(), sync=True)
+        assert lib.HcclAllReduce(p, p, 2, HCCL_FP32, HCCL_SUM, comm, None) == HCCL_SUCCESS
+        sim.sync()
+        out = array.array("f")
+        out.frombytes(sim.d2h(p, 8, sync=True).raw)
+        print(sockets.value, out.tolist())
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=runner.env(RANK=r, HCCL_IF_BASE_PORT=port))
+             for r in range(3)]
+    try:
+        results = [proc.communicate(timeout=60) for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+    assert [out for out, _ in results] == ["1 [6.0, 6.0]\n"] * 3, results
