@@ -3,9 +3,9 @@
 // segment (Note [Socket transport], socket_transport.cpp).
 //
 // The process that makes a root info (HcclGetRootInfo) runs a rendezvous
-// server and writes its address into the root info; every rank tells it
-// where it listens, the server answers with the table of all ranks, and the
-// ranks connect to each other, a full mesh. Collectives and point-to-point
+// server and writes its address into the root info (socket_rendezvous.h);
+// every rank tells it where it listens, the server answers with the table
+// of all ranks, and the ranks connect to each other, a full mesh. Collectives and point-to-point
 // messages then move over those connections, each rank combining in rank
 // order, so results are bit-identical to the shared-memory transport's.
 #pragma once
