@@ -1,6 +1,7 @@
 """Collectives between processes: hccl on npu (the simulator) vs gloo on CPU, side by side.
 
     python benchmarks/collectives.py [--ranks 2] [--max-bytes 4096] [--only all_reduce]
+                                     [--machines 2]
 
 Starts the ranks (npu:r, one process each) that hold both a hccl group and a
 gloo group, and times `all_reduce` (sum, float32), `all_gather_into_tensor`,
@@ -20,6 +21,10 @@ buffers of the kind the collectives use (device memory: transparent huge
 pages), warm. A copy between CPU tensors (4 KiB pages) took 1.3 times as
 long at 256 MiB (1.1 at 64 MiB) here with two ranks copying at once, which
 flattered hccl's ratio.
+
+With `--machines M`, rank r claims machine r % M (NPU_SIM_HOST_ID, over
+127.0.0.1): for M > 1 the simulated HCCL joins the ranks over TCP (Note
+[Socket transport]) instead of shared memory.
 """
 
 from __future__ import annotations
@@ -143,11 +148,21 @@ def main() -> None:
                         help="skip rows larger than this many bytes (4096: latency only)")
     parser.add_argument("--only", nargs="+", choices=list(BUS_FACTOR), default=[],
                         help="run only these collectives")
+    parser.add_argument("--machines", type=int, default=1,
+                        help="machines the ranks claim to run on (more than 1: HCCL over TCP)")
     args = parser.parse_args()
+
+    def rank_env(rank: int) -> dict[str, str]:
+        if args.machines <= 1:
+            return dict(os.environ)
+        return {**os.environ, "NPU_SIM_HOST_ID": f"machine-{rank % args.machines}",
+                "HCCL_IF_IP": "127.0.0.1"}
+
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")
         procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), str(args.ranks),
-                                   store, str(args.max_bytes), ",".join(args.only)])
+                                   store, str(args.max_bytes), ",".join(args.only)],
+                                  env=rank_env(r))
                  for r in range(args.ranks)]
         codes = [p.wait() for p in procs]
     if any(codes):

@@ -6,7 +6,7 @@
 Everything comes from torchrun's environment (`RANK`, `WORLD_SIZE`,
 `LOCAL_RANK`, `MASTER_ADDR`/`MASTER_PORT`): `init_process_group("hccl")`
 with the default `env://`, `torch.npu.set_device(LOCAL_RANK)`. The rank runs
-all_reduce, all_gather and broadcast and checks their values, trains a tiny
+all_reduce, all_gather, broadcast and all_to_all_single, trains a tiny
 model with DDP for `STEPS` steps, and writes what it saw to
 `OUT_DIR/rank<RANK>.json` for the test to compare with single-process
 training on the CPU (`train_on_cpu`, which the test imports from here).
@@ -98,6 +98,12 @@ def main() -> None:
     dist.broadcast(b, src=world - 1)
     broadcast = b.cpu().tolist()
 
+    # Rank r sends 100 * r + d to rank d.
+    a_in = torch.tensor([100 * rank + d for d in range(world)], dtype=torch.int32, device=device)
+    a_out = torch.empty_like(a_in)
+    dist.all_to_all_single(a_out, a_in)
+    all_to_all = a_out.cpu().tolist()
+
     # DDP: rank r takes rows [r * per_rank, (r + 1) * per_rank) of each batch;
     # the gradients are averaged, so training equals the whole batch's.
     per_rank = BATCH // world
@@ -111,6 +117,7 @@ def main() -> None:
         "rank": rank, "world_size": world, "local_rank": local_rank,
         "device": str(torch.npu.current_device()), "backend": dist.get_backend(),
         "all_reduce": all_reduce, "all_gather": all_gather, "broadcast": broadcast,
+        "all_to_all": all_to_all,
         "ddp_losses": losses, "ddp_parameters": parameters,
     }
     (args.out_dir / f"rank{rank}.json").write_text(json.dumps(result))

@@ -163,6 +163,12 @@ aclError npuSimRaceCheckSetSiteProvider(npuSimLaunchSiteFn provider);
 // Returns an HcclResult (0: success).
 int npuSimHcclCommIsDirect(void* comm, uint32_t* direct);
 
+// Whether the ranks of the communicator `comm` (an HcclComm) meet over TCP
+// (*sockets = 1: they run on several machines, Note [Socket transport] in
+// socket_transport.cpp) or through shared memory of one machine (0).
+// Returns an HcclResult (0: success).
+int npuSimHcclCommUsesSockets(void* comm, uint32_t* sockets);
+
 // Describes the simulator configuration in effect, e.g.
 // "devices=8 capacity=17179869184 checker=on cann=9.0.0". Never null.
 const char* npuSimDescribe(void);

@@ -28,6 +28,7 @@
 #include "peer_memory.h"
 #include "runtime.h"
 #include "shared_segment.h"
+#include "socket_transport.h"
 #include "util.h"
 
 namespace npu_sim {
@@ -60,17 +61,25 @@ struct RootPayload {
   char magic[sizeof(kRootMagic)];
   char region[96];   // the communicator's name (Note [Shared segments])
   char machine[160]; // machineIdentity() of the rank that made it
+  // Its process's rendezvous server (port 0: none, as for a rank table's):
+  // Note [Socket transport] (socket_transport.cpp).
+  SocketAddress rendezvous;
+  // Every rank joins over TCP at once (a rank table listing several
+  // servers: Note [Socket transport]).
+  uint32_t spans_machines;
 };
 static_assert(sizeof(RootPayload) <= HCCL_ROOT_INFO_BYTES);
 
-// Note [One machine]: the simulator's HCCL joins ranks through a POSIX
-// shared-memory segment, so every rank of a communicator must run on the
-// machine whose HcclGetRootInfo named it; it has no transport between
-// machines. The root info carries that machine's identity, and a rank
-// elsewhere fails HcclCommInitRootInfo at once, saying so, instead of
-// waiting HCCL_CONNECT_TIMEOUT for a segment it can never open.
-// NPU_SIM_HOST_ID replaces the identity (to try a job that spans machines
-// on one machine).
+// Note [One machine]: the simulator's HCCL joins the ranks of one machine
+// through a POSIX shared-memory segment, which only works when every rank
+// of a communicator runs on the machine whose HcclGetRootInfo named it. The
+// root info carries that machine's identity; a rank elsewhere joins over
+// TCP instead, and so does the whole job then (Note [Socket transport],
+// socket_transport.cpp). A root info without a rendezvous address (a rank
+// table's) still needs one machine: a rank elsewhere fails at once, saying
+// so, instead of waiting HCCL_CONNECT_TIMEOUT for a segment it can never
+// open. NPU_SIM_HOST_ID replaces the identity (to run a job that spans
+// machines on one machine, each process claiming its own).
 std::string machineIdentity() {
   if (const char* id = std::getenv("NPU_SIM_HOST_ID"); id != nullptr && *id != '\0') {
     return id;
@@ -251,14 +260,6 @@ bool isAllToAll(CollectiveKind kind) {
   return kind == CollectiveKind::kAllToAll || kind == CollectiveKind::kAllToAllV;
 }
 
-// Whether two ranks' collectives can run together. The per-pair counts of
-// an all-to-all are checked apart (Communicator::allToAllV).
-bool agree(const CollectiveDescriptor& a, const CollectiveDescriptor& b) {
-  const bool same_kind = a.kind == b.kind || (isAllToAll(a.kind) && isAllToAll(b.kind));
-  return same_kind && a.type == b.type && a.op == b.op && a.root == b.root &&
-      a.count == b.count && a.sequence == b.sequence;
-}
-
 std::string formatSeconds(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", seconds);
@@ -266,6 +267,12 @@ std::string formatSeconds(double seconds) {
 }
 
 } // namespace
+
+bool collectivesAgree(const CollectiveDescriptor& a, const CollectiveDescriptor& b) {
+  const bool same_kind = a.kind == b.kind || (isAllToAll(a.kind) && isAllToAll(b.kind));
+  return same_kind && a.type == b.type && a.op == b.op && a.root == b.root &&
+      a.count == b.count && a.sequence == b.sequence;
+}
 
 std::string describe(const CollectiveDescriptor& d) {
   std::string out = apiName(d.kind);
@@ -297,6 +304,9 @@ struct CommRegion {
   // (point-to-point rank + 1), and the collective's sequence number.
   std::atomic<uint64_t> mismatch_sequence;
   std::atomic<uint32_t> mismatch_ranks;
+  // Note [Socket transport]: set by rank 0 when a rank of another machine
+  // registered with the rendezvous server; every rank then joins over TCP.
+  std::atomic<uint32_t> sockets;
   alignas(64) std::atomic<uint32_t> bell; // bumped at every arrival; the futex word
   std::atomic<uint32_t> sleepers;         // ranks waiting on `bell`
   RankState rank[kMaxRanks];
@@ -360,12 +370,19 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why) {
                 static_cast<unsigned long long>(counter.fetch_add(1)),
                 static_cast<unsigned long long>(nonce));
   storeMachine(payload.machine);
+  // Note [Socket transport]: without a server (no TCP here), the job must
+  // stay on this machine (Note [One machine]).
+  std::string unused;
+  if (rendezvousServer(&payload.rendezvous, &unused) != HCCL_SUCCESS) {
+    payload.rendezvous = SocketAddress{};
+  }
   std::memset(root->internal, 0, sizeof root->internal);
   std::memcpy(root->internal, &payload, sizeof payload);
   return HCCL_SUCCESS;
 }
 
-void rankTableRootInfo(const std::string& table, HcclRootInfo* root) {
+void rankTableRootInfo(const std::string& table, const SocketAddress* rendezvous,
+                       HcclRootInfo* root) {
   // FNV-1a: a name, not a secret (only this user's processes are handed the
   // segment: Note [Shared segments]).
   uint64_t hash = 1469598103934665603ULL;
@@ -377,6 +394,10 @@ void rankTableRootInfo(const std::string& table, HcclRootInfo* root) {
   std::snprintf(payload.region, sizeof payload.region, "/npu-sim-hccl-table-%u-%016llx",
                 static_cast<unsigned>(getuid()), static_cast<unsigned long long>(hash));
   storeMachine(payload.machine);
+  if (rendezvous != nullptr) {
+    payload.rendezvous = *rendezvous;
+    payload.spans_machines = 1;
+  }
   std::memset(root->internal, 0, sizeof root->internal);
   std::memcpy(root->internal, &payload, sizeof payload);
 }
@@ -465,14 +486,18 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   // Note [One machine].
   char here[sizeof payload.machine];
   storeMachine(here);
-  if (std::memchr(payload.machine, '\0', sizeof payload.machine) == nullptr ||
-      std::strcmp(payload.machine, here) != 0) {
+  const bool on_root_machine =
+      std::memchr(payload.machine, '\0', sizeof payload.machine) != nullptr &&
+      std::strcmp(payload.machine, here) == 0;
+  const bool has_rendezvous = payload.rendezvous.port != 0 &&
+      std::memchr(payload.rendezvous.ip, '\0', sizeof payload.rendezvous.ip) != nullptr;
+  if (!on_root_machine && !has_rendezvous) {
     *why = "rank " + std::to_string(rank) + " runs on " + here +
-        ", but the root info was made on " +
+        ", but the communicator's ranks meet on " +
         std::string(payload.machine, strnlen(payload.machine, sizeof payload.machine)) +
-        ": the NPU simulator's HCCL joins the ranks of one machine through shared memory and "
-        "has no transport between machines yet, so every rank of a communicator must run on "
-        "the machine of the rank that made the root info";
+        ": without a root info from HcclGetRootInfo (a rank table's communicator) the NPU "
+        "simulator's HCCL joins the ranks of one machine only, through shared memory, so "
+        "every rank must run there; use HcclCommInitRootInfo to span machines";
     return HCCL_E_NOT_SUPPORT;
   }
   if (nRanks == 0 || nRanks > kMaxRanks) {
@@ -489,13 +514,39 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   }
   std::shared_ptr<Communicator> comm(new Communicator(payload.region, nRanks, rank, device,
                                                       settings.exec_timeout,
-                                                      std::move(settings.exec_timeout_origin)));
+                                                      settings.exec_timeout_origin));
   const uint64_t slot_bytes = settings.slot_bytes;
   const size_t total =
       kHeaderBytes + channelBytes(nRanks) + smallBufferBytes(nRanks) +
       static_cast<size_t>(slot_bytes) * nRanks;
 
   const double connect_timeout = envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout);
+  // Note [Socket transport]: a rank of another machine than the root info's
+  // joins over TCP at once.
+  auto joinOverSockets = [&](double timeout) -> HcclResult {
+    std::unique_ptr<SocketTransport> sockets;
+    const HcclResult r = SocketTransport::connect(
+        payload.region, payload.rendezvous, nRanks, rank, here,
+        SocketTransport::Settings{timeout, settings.exec_timeout, settings.exec_timeout_origin},
+        &sockets, why);
+    if (r != HCCL_SUCCESS) {
+      return r;
+    }
+    std::shared_ptr<Communicator> comm(new Communicator(payload.region, nRanks, rank, device,
+                                                        settings.exec_timeout,
+                                                        settings.exec_timeout_origin));
+    comm->sockets_ = std::move(sockets);
+    if (const char* log = std::getenv("NPU_SIM_HCCL_LOG"); log != nullptr && *log == '1') {
+      std::fprintf(stderr, "npu simulator: HCCL rank %u of %u joined %s over the socket "
+                   "transport (%u machines)\n", rank, nRanks, payload.region,
+                   comm->sockets_->machines());
+    }
+    *out = std::move(comm);
+    return HCCL_SUCCESS;
+  };
+  if (!on_root_machine || payload.spans_machines != 0) {
+    return joinOverSockets(connect_timeout);
+  }
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(connect_timeout));
   // Note [Shared segments]: rank 0 makes the segment and hands it out, the
@@ -588,7 +639,36 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   comm->probe_word_ = ((static_cast<uint64_t>(entropy()) << 32) ^ entropy()) | 1;
   region.rank[rank].probe_value.store(comm->probe_word_);
   region.rank[rank].probe_address.store(reinterpret_cast<uintptr_t>(&comm->probe_word_));
-  const HcclResult joined = comm->meet(connect_timeout, why);
+  // Note [Socket transport]: while the ranks of this machine gather, rank 0
+  // watches for a rank of another machine at this process's rendezvous
+  // server; then all of them join over TCP instead.
+  if (has_rendezvous) {
+    comm->joining_check_ = [&region, rank, name = comm->name_,
+                            machine = std::string(payload.machine), c = comm.get()] {
+      if (region.sockets.load() != 0) {
+        return HCCL_E_AGAIN;
+      }
+      if (rank == 0 && rendezvousHeardFromAnotherMachine(name, machine)) {
+        region.sockets.store(1);
+        c->ring();
+        return HCCL_E_AGAIN;
+      }
+      return HCCL_SUCCESS;
+    };
+  }
+  HcclResult joined = comm->meet(connect_timeout, why);
+  comm->joining_check_ = nullptr;
+  if (joined == HCCL_E_AGAIN) {
+    // The segment stays served until every rank of this machine has
+    // learned from it to join over TCP, which they have once all connected.
+    const double left =
+        std::chrono::duration<double>(deadline - Clock::now()).count();
+    joined = joinOverSockets(std::max(left, 0.001));
+    if (host != nullptr) {
+      host->stop();
+    }
+    return joined;
+  }
   if (host != nullptr) {
     host->stop(); // every rank has the segment, or the job failed
   }
@@ -626,6 +706,10 @@ HcclResult Communicator::failed(HcclResult code, std::string* why) {
       error_.store(code, std::memory_order_release);
     }
   }
+  if (sockets_ != nullptr) {
+    sockets_->abort(code, *why); // Note [Socket transport]
+    return code;
+  }
   uint32_t nobody = 0;
   if (region_->failed_rank.compare_exchange_strong(nobody, rank_ + 1)) {
     region_->failed_code.store(static_cast<uint32_t>(code));
@@ -633,6 +717,15 @@ HcclResult Communicator::failed(HcclResult code, std::string* why) {
   region_->bell.fetch_add(1);
   futexWakeAll(&region_->bell);
   return code;
+}
+
+template <typename Run>
+HcclResult Communicator::overSockets(Run&& run, std::string* why) {
+  if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
+    return error;
+  }
+  const HcclResult result = run();
+  return result == HCCL_SUCCESS ? result : failed(result, why);
 }
 
 HcclResult Communicator::checkUsable(std::string* why) const {
@@ -780,7 +873,7 @@ HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
                      : ": every rank must call the same collectives in the same order. The "
                        "limit is " + exec_timeout_origin_);
       },
-      why);
+      [&] { return joining_check_ ? joining_check_() : HCCL_SUCCESS; }, why);
 }
 
 // Note [Collective descriptors]
@@ -816,7 +909,7 @@ HcclResult Communicator::checkAgreement(std::string* why) {
   const CollectiveDescriptor first = region_->rank[0].posted[parity];
   for (uint32_t r = 1; r < size_; ++r) {
     const CollectiveDescriptor other = region_->rank[r].posted[parity];
-    if (!agree(first, other)) {
+    if (!collectivesAgree(first, other)) {
       *why = "rank 0 called " + describe(first) + " as collective #" +
           std::to_string(first.sequence) + ", rank " + std::to_string(r) + " called " +
           describe(other) + " as collective #" + std::to_string(other.sequence) +
@@ -1133,6 +1226,10 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
 
 HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, HcclDataType type,
                                    HcclReduceOp op, int64_t root, std::string* why) {
+  if (sockets_ != nullptr) {
+    return overSockets(
+        [&] { return sockets_->allReduce(send, recv, count, type, op, root, why); }, why);
+  }
   const size_t esize = hcclElementSize(type);
   const CollectiveDescriptor what{
       root < 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduce, type, op,
@@ -1192,6 +1289,9 @@ HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, H
 
 HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, uint32_t root,
                                    std::string* why) {
+  if (sockets_ != nullptr) {
+    return overSockets([&] { return sockets_->broadcast(buf, count, type, root, why); }, why);
+  }
   const size_t esize = hcclElementSize(type);
   char* data = static_cast<char*>(buf);
   const CollectiveDescriptor what{CollectiveKind::kBroadcast, type, HCCL_REDUCE_RESERVED, root,
@@ -1225,6 +1325,9 @@ HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, u
 
 HcclResult Communicator::allGather(const void* send, void* recv, size_t count, HcclDataType type,
                                    std::string* why) {
+  if (sockets_ != nullptr) {
+    return overSockets([&] { return sockets_->allGather(send, recv, count, type, why); }, why);
+  }
   const size_t esize = hcclElementSize(type);
   const CollectiveDescriptor what{CollectiveKind::kAllGather, type, HCCL_REDUCE_RESERVED,
                                   CollectiveDescriptor::kNoRoot, count};
@@ -1267,6 +1370,10 @@ HcclResult Communicator::allGather(const void* send, void* recv, size_t count, H
 
 HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
                                        HcclDataType type, HcclReduceOp op, std::string* why) {
+  if (sockets_ != nullptr) {
+    return overSockets(
+        [&] { return sockets_->reduceScatter(send, recv, recvCount, type, op, why); }, why);
+  }
   const size_t esize = hcclElementSize(type);
   // A rank's buffer holds one piece for every destination rank.
   const size_t chunk = slot_bytes_ / (esize * size_);
@@ -1321,6 +1428,9 @@ HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recv
 }
 
 HcclResult Communicator::barrier(std::string* why) {
+  if (sockets_ != nullptr) {
+    return overSockets([&] { return sockets_->barrier(why); }, why);
+  }
   return runCollective(CollectiveDescriptor{CollectiveKind::kBarrier}, 0, 1, why);
 }
 
@@ -1329,6 +1439,14 @@ HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>
                                    const std::vector<uint64_t>& recvCounts,
                                    const std::vector<uint64_t>& recvDispls, HcclDataType type,
                                    bool even, std::string* why) {
+  if (sockets_ != nullptr) {
+    return overSockets(
+        [&] {
+          return sockets_->allToAllV(
+              send, sendCounts, sendDispls, recv, recvCounts, recvDispls, type, even, why);
+        },
+        why);
+  }
   const size_t esize = hcclElementSize(type);
   const CollectiveDescriptor what{even ? CollectiveKind::kAllToAll : CollectiveKind::kAllToAllV,
                                   type};
@@ -1490,6 +1608,9 @@ std::string Communicator::pointToPointMismatch(uint32_t collective_rank, uint32_
 }
 
 HcclResult Communicator::exchange(const std::vector<PeerMessage>& messages, std::string* why) {
+  if (sockets_ != nullptr) {
+    return overSockets([&] { return sockets_->exchange(messages, why); }, why);
+  }
   if (HcclResult error = checkUsable(why); error != HCCL_SUCCESS) {
     return error;
   }

@@ -37,6 +37,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,6 +48,8 @@
 namespace npu_sim {
 
 struct CommRegion; // the shared header, in collective_comm.cpp
+class SocketTransport; // between machines: Note [Socket transport], socket_transport.cpp
+struct SocketAddress;  // socket_io.h
 struct Channel;    // one sender-receiver pair's state, in collective_comm.cpp
 
 // The collectives, as descriptors name them. HcclAlltoAll is the even case
@@ -77,6 +80,10 @@ struct CollectiveDescriptor {
 
 // "HcclAllReduce(count=1024, float32, sum)".
 std::string describe(const CollectiveDescriptor& d);
+
+// Whether two ranks' collectives can run together. The per-pair counts of
+// an all-to-all are checked apart.
+bool collectivesAgree(const CollectiveDescriptor& a, const CollectiveDescriptor& b);
 
 // One message of a point-to-point exchange, at a host-accessible address.
 struct PeerMessage {
@@ -167,6 +174,9 @@ class Communicator {
   // collectives], collective_comm.cpp) rather than through the transfer
   // buffers; the same on every rank, decided when the communicator is made.
   bool direct() const { return direct_; }
+  // Whether the ranks meet over TCP (Note [Socket transport]), not through
+  // a shared segment of one machine; decided when the communicator is made.
+  bool usesSockets() const { return sockets_ != nullptr; }
 
  private:
   Communicator(std::string name, uint32_t size, uint32_t rank, uint32_t device,
@@ -245,6 +255,10 @@ class Communicator {
   HcclResult allReduceDirect(const char* send, char* recv, size_t count, HcclDataType type,
                              HcclReduceOp op, int64_t root, const CollectiveDescriptor& what,
                              std::string* why);
+  // Runs `run` (a collective of sockets_) on a usable communicator; a
+  // failure aborts the communicator.
+  template <typename Run>
+  HcclResult overSockets(Run&& run, std::string* why);
   // Aborts the communicator with `code` and the message in `why` (the
   // first failure wins) and tells the other ranks; returns `code`.
   HcclResult failed(HcclResult code, std::string* why);
@@ -279,6 +293,12 @@ class Communicator {
   bool direct_ = false;
   uint64_t probe_word_ = 0; // peers read it to learn whether they can read this rank
   std::vector<char> scratch_; // two reduction chunks; stream worker only
+  // Note [Socket transport]: set when the ranks meet over TCP; region_ is
+  // then null, and every collective runs on it.
+  std::unique_ptr<SocketTransport> sockets_;
+  // While joining: asked at every wait of the joining meeting, whether to
+  // switch to sockets_ (HCCL_E_AGAIN). Note [Socket transport].
+  std::function<HcclResult()> joining_check_;
   std::atomic<HcclResult> error_{HCCL_SUCCESS};
   mutable std::mutex abort_mutex_;
   std::string abort_reason_; // guarded by abort_mutex_
@@ -291,7 +311,10 @@ HcclResult generateRootInfo(HcclRootInfo* root, std::string* why);
 // table's bytes (HcclCommInitClusterInfo): its communicator is named after them
 // and the user, so ranks meet without exchanging anything. Two jobs running
 // from identical tables at once would share the name: the second one's rank
-// 0 then fails (Note [Shared segments]).
-void rankTableRootInfo(const std::string& table, HcclRootInfo* root);
+// 0 then fails (Note [Shared segments]). With `rendezvous` (a table listing
+// several servers), every rank joins over TCP at that server, which rank 0
+// runs (Note [Socket transport]).
+void rankTableRootInfo(const std::string& table, const SocketAddress* rendezvous,
+                       HcclRootInfo* root);
 
 } // namespace npu_sim

@@ -11,6 +11,7 @@
 #include "npu_sim_ext.h"
 #pragma GCC visibility pop
 
+#include <arpa/inet.h>
 #include <cxxabi.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "errors.h"
 #include "rank_table.h"
 #include "runtime.h"
+#include "socket_rendezvous.h"
 #include "stream.h"
 
 // Every function of the contract must be defined here (see acl_api.cpp).
@@ -437,13 +439,6 @@ HcclResult initFromRankTable(const char* api, const char* clusterInfo, uint32_t 
                       "rank " + std::to_string(rank) + " is not in the rank table '" + clusterInfo + "', which has ranks 0.." +
                           std::to_string(table.ranks.size() - 1));
     }
-    if (table.servers.size() > 1) {
-      // Note [One machine].
-      return hcclFail(HCCL_E_NOT_SUPPORT, api,
-                      "the rank table '" + std::string(clusterInfo) + "' lists " + std::to_string(table.servers.size()) +
-                          " servers: the NPU simulator's HCCL joins the ranks of one machine through shared memory "
-                          "and has no transport between machines yet; list one server");
-    }
     Runtime& rt = Runtime::get();
     Device* device = nullptr;
     if (rt.check(api) != ACL_SUCCESS || rt.currentDevice(api, &device) != ACL_SUCCESS) {
@@ -458,7 +453,31 @@ HcclResult initFromRankTable(const char* api, const char* clusterInfo, uint32_t 
                           ": set that device first (torch.npu.set_device / aclrtSetDevice)");
     }
     HcclRootInfo root{};
-    rankTableRootInfo(table.content, &root);
+    if (table.servers.size() == 1) {
+      rankTableRootInfo(table.content, nullptr, &root);
+    } else {
+      // Note [Socket transport]: the ranks of several servers meet over TCP
+      // at rank 0's server (its server_id), port HCCL_IF_BASE_PORT, where
+      // rank 0 runs the rendezvous server.
+      const std::string& first = table.ranks[0].server_id;
+      SocketAddress rendezvous;
+      in_addr parsed{};
+      if (inet_pton(AF_INET, first.c_str(), &parsed) != 1) {
+        return hcclFail(HCCL_E_PARA, api,
+                        "the rank table '" + std::string(clusterInfo) + "' lists " +
+                            std::to_string(table.servers.size()) + " servers, and rank 0's server_id '" +
+                            first + "' is not an IPv4 address: the ranks of several servers meet at "
+                            "rank 0's server over TCP, so its server_id must be its address");
+      }
+      copyString(rendezvous.ip, sizeof rendezvous.ip, first);
+      rendezvous.port = basePort();
+      if (rank == 0) {
+        if (HcclResult r = rendezvousServerOn(rendezvous.port, &why); r != HCCL_SUCCESS) {
+          return hcclFail(r, api, why + " (HCCL_IF_BASE_PORT sets the port)");
+        }
+      }
+      rankTableRootInfo(table.content, &rendezvous, &root);
+    }
     std::shared_ptr<Communicator> created;
     const HcclResult result = Communicator::create(root, static_cast<uint32_t>(table.ranks.size()), rank,
                                                    device->id(), config, &created, &why);
@@ -548,6 +567,11 @@ NPU_SIM_EXPORT HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult* async
 NPU_SIM_EXPORT int npuSimHcclCommIsDirect(void* comm, uint32_t* direct) {
   return queryComm("npuSimHcclCommIsDirect", static_cast<HcclComm>(comm), direct, "direct",
                    [](const Communicator& c) { return c.direct() ? 1u : 0u; });
+}
+
+NPU_SIM_EXPORT int npuSimHcclCommUsesSockets(void* comm, uint32_t* sockets) {
+  return queryComm("npuSimHcclCommUsesSockets", static_cast<HcclComm>(comm), sockets, "sockets",
+                   [](const Communicator& c) { return c.usesSockets() ? 1u : 0u; });
 }
 
 NPU_SIM_EXPORT const char* HcclGetErrorString(HcclResult code) {

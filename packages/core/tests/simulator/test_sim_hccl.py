@@ -43,6 +43,8 @@ def segment_of(root_bytes):
 JOIN = """\
 import array, struct
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD"])
+if os.environ.get("HOSTS"):  # each rank's machine (Note [Socket transport]), comma-separated
+    os.environ["NPU_SIM_HOST_ID"] = os.environ["HOSTS"].split(",")[rank]
 """ + SEGMENT_OF + """
 sim.set_device(rank)
 
@@ -683,21 +685,22 @@ def test_joining_times_out_naming_the_missing_rank(runner, tmp_path):
     assert "timed out after 1 s waiting for rank(s) 1" in results[0].stderr
 
 
-def test_a_rank_on_another_machine_is_refused_at_once(runner, tmp_path):
+def test_a_rank_on_another_machine_joins_over_sockets(runner, tmp_path):
     # Note [One machine]: the root info names its machine; rank 1 claims to
-    # be elsewhere (NPU_SIM_HOST_ID) and fails, saying why, instead of
-    # waiting for a segment it could never open. Rank 0 times out waiting.
-    results = run_ranks(runner, tmp_path, "", HCCL_CONNECT_TIMEOUT=2, before_join="""
-        if os.environ["RANK"] == "1":
-            os.environ["NPU_SIM_HOST_ID"] = "node-b"
-    """)
-    assert results[1].returncode != 0
-    assert "HcclCommInitRootInfo" in results[1].stderr, results[1].stderr
-    assert "rank 1 runs on node-b, but the root info was made on " in results[1].stderr
-    assert "has no transport between machines yet" in results[1].stderr
-    assert results[0].returncode != 0
-    assert "timed out after 2 s waiting for rank(s) 1" in results[0].stderr
-    assert communicator_leftovers(segment_name(tmp_path / "root")) == []
+    # be elsewhere (NPU_SIM_HOST_ID), so the job meets over TCP instead of
+    # shared memory (Note [Socket transport]; test_sim_hccl_sockets.py has
+    # the collectives). The same job on one machine does not.
+    for job, (hosts, expected) in enumerate((("node-a,node-b", 1), ("", 0))):
+        (tmp_path / str(job)).mkdir()
+        outs = all_ok(run_ranks(runner, tmp_path / str(job), """
+            p = upload([rank + 1.0], "f")
+            ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
+            sim.sync()
+            sockets = ctypes.c_uint32()
+            ok(lib.npuSimHcclCommUsesSockets(comm, ctypes.byref(sockets)))
+            print(sockets.value, download(p, 1, "f"))
+        """, HOSTS=hosts, HCCL_IF_IP="127.0.0.1"))
+        assert outs == [f"{expected} [3.0]\n"] * 2
 
 
 def test_a_peer_that_exits_fails_the_collective_with_its_rank(runner, tmp_path):
@@ -1022,7 +1025,10 @@ def test_rank_tables_join_the_ranks_and_bad_ones_are_refused_with_a_message(runn
         if text is not None:
             path.write_text(text)
         cases.append((str(path), 3 if name == "other_rank" else 0, code, words))
-    cases.append((str(two_servers), 0, HCCL_E_NOT_SUPPORT, "no transport between machines"))
+    # Several servers meet over TCP at rank 0's (test_sim_hccl_sockets.py),
+    # so its server_id must be an address.
+    cases.append((str(two_servers), 0, HCCL_E_PARA,
+                  "rank 0's server_id 'a' is not an IPv4 address"))
     outs = all_ok(run_ranks(runner, tmp_path, f"""
         comm = ctypes.c_void_p()
         if rank == 0:
