@@ -17,7 +17,6 @@ import time
 import pytest
 
 from _simlib import (
-    HCCL_E_NOT_SUPPORT,
     HCCL_E_PARA,
     HCCL_FP32,
     HCCL_FP64,
