@@ -364,14 +364,9 @@ HcclResult SocketTransport::begin(CollectiveDescriptor what, const std::vector<u
       return HCCL_SUCCESS;
     });
   }
-  std::vector<int> fds(size_, -1);
-  std::vector<std::string> machines(size_);
-  for (uint32_t r = 0; r < size_; ++r) {
-    if (peers_[r] != nullptr) {
-      fds[r] = peers_[r]->fd;
-      machines[r] = peers_[r]->machine;
-    }
-  }
+  std::vector<int> fds;
+  std::vector<std::string> machines;
+  peerEndpoints(&fds, &machines);
   const HcclResult moved = runPump(
       pump, fds, machines, rank_, settings_.exec_timeout,
       [&](const std::string& seconds, const std::vector<uint32_t>& waited) {
@@ -398,17 +393,28 @@ HcclResult SocketTransport::begin(CollectiveDescriptor what, const std::vector<u
   return HCCL_SUCCESS;
 }
 
+void SocketTransport::peerEndpoints(std::vector<int>* fds,
+                                    std::vector<std::string>* machines) const {
+  fds->assign(size_, -1);
+  machines->assign(size_, std::string());
+  for (uint32_t r = 0; r < size_; ++r) {
+    if (peers_[r] != nullptr) {
+      (*fds)[r] = peers_[r]->fd;
+      (*machines)[r] = peers_[r]->machine;
+    }
+  }
+}
+
 HcclResult SocketTransport::moveData(const std::vector<Span>& out, const std::vector<Span>& in,
                                      std::string* why) {
   Pump pump(size_);
-  std::vector<int> fds(size_, -1);
-  std::vector<std::string> machines(size_);
+  std::vector<int> fds;
+  std::vector<std::string> machines;
+  peerEndpoints(&fds, &machines);
   for (uint32_t r = 0; r < size_; ++r) {
     if (r == rank_) {
       continue;
     }
-    fds[r] = peers_[r]->fd;
-    machines[r] = peers_[r]->machine;
     if (out[r].bytes != 0) {
       Frame frame{};
       frame.kind = kData;
@@ -756,14 +762,9 @@ HcclResult SocketTransport::exchange(const std::vector<PeerMessage>& messages, s
     }
   }
   Pump pump(size_);
-  std::vector<int> fds(size_, -1);
-  std::vector<std::string> machines(size_);
-  for (uint32_t r = 0; r < size_; ++r) {
-    if (peers_[r] != nullptr) {
-      fds[r] = peers_[r]->fd;
-      machines[r] = peers_[r]->machine;
-    }
-  }
+  std::vector<int> fds;
+  std::vector<std::string> machines;
+  peerEndpoints(&fds, &machines);
   for (const PeerMessage& m : messages) {
     if (m.peer == rank_) {
       continue;

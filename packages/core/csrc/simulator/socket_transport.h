@@ -85,6 +85,9 @@ class SocketTransport {
   };
   HcclResult moveData(const std::vector<Span>& out, const std::vector<Span>& in,
                       std::string* why);
+  // The peers' sockets and machine names by rank, as the pump takes them
+  // (-1 and "" for this rank).
+  void peerEndpoints(std::vector<int>* fds, std::vector<std::string>* machines) const;
 
   const uint32_t size_;
   const uint32_t rank_;
