@@ -512,14 +512,11 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   if (HcclResult r = readSettings(config, &settings, why); r != HCCL_SUCCESS) {
     return r;
   }
-  std::shared_ptr<Communicator> comm(new Communicator(payload.region, nRanks, rank, device,
-                                                      settings.exec_timeout,
-                                                      settings.exec_timeout_origin));
-  const uint64_t slot_bytes = settings.slot_bytes;
-  const size_t total =
-      kHeaderBytes + channelBytes(nRanks) + smallBufferBytes(nRanks) +
-      static_cast<size_t>(slot_bytes) * nRanks;
-
+  auto makeCommunicator = [&] {
+    return std::shared_ptr<Communicator>(new Communicator(payload.region, nRanks, rank, device,
+                                                          settings.exec_timeout,
+                                                          settings.exec_timeout_origin));
+  };
   const double connect_timeout = envSeconds("HCCL_CONNECT_TIMEOUT", kDefaultConnectTimeout);
   // Note [Socket transport]: a rank of another machine than the root info's
   // joins over TCP at once.
@@ -532,9 +529,7 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
     if (r != HCCL_SUCCESS) {
       return r;
     }
-    std::shared_ptr<Communicator> comm(new Communicator(payload.region, nRanks, rank, device,
-                                                        settings.exec_timeout,
-                                                        settings.exec_timeout_origin));
+    std::shared_ptr<Communicator> comm = makeCommunicator();
     comm->sockets_ = std::move(sockets);
     if (const char* log = std::getenv("NPU_SIM_HCCL_LOG"); log != nullptr && *log == '1') {
       std::fprintf(stderr, "npu simulator: HCCL rank %u of %u joined %s over the socket "
@@ -547,6 +542,11 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   if (!on_root_machine || payload.spans_machines != 0) {
     return joinOverSockets(connect_timeout);
   }
+  std::shared_ptr<Communicator> comm = makeCommunicator();
+  const uint64_t slot_bytes = settings.slot_bytes;
+  const size_t total =
+      kHeaderBytes + channelBytes(nRanks) + smallBufferBytes(nRanks) +
+      static_cast<size_t>(slot_bytes) * nRanks;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(connect_timeout));
   // Note [Shared segments]: rank 0 makes the segment and hands it out, the
@@ -642,9 +642,10 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   // Note [Socket transport]: while the ranks of this machine gather, rank 0
   // watches for a rank of another machine at this process's rendezvous
   // server; then all of them join over TCP instead.
+  std::function<HcclResult()> switch_to_sockets;
   if (has_rendezvous) {
-    comm->joining_check_ = [&region, rank, name = comm->name_,
-                            machine = std::string(payload.machine), c = comm.get()] {
+    switch_to_sockets = [&region, rank, name = comm->name_,
+                         machine = std::string(payload.machine), c = comm.get()] {
       if (region.sockets.load() != 0) {
         return HCCL_E_AGAIN;
       }
@@ -656,8 +657,7 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
       return HCCL_SUCCESS;
     };
   }
-  HcclResult joined = comm->meet(connect_timeout, why);
-  comm->joining_check_ = nullptr;
+  HcclResult joined = comm->meet(connect_timeout, why, switch_to_sockets);
   if (joined == HCCL_E_AGAIN) {
     // The segment stays served until every rank of this machine has
     // learned from it to join over TCP, which they have once all connected.
@@ -842,7 +842,8 @@ HcclResult Communicator::checkNoRankFailed(std::string* why) {
   return HCCL_SUCCESS;
 }
 
-HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
+HcclResult Communicator::meet(double timeout_seconds, std::string* why,
+                              const std::function<HcclResult()>& stuck) {
   CommRegion& region = *region_;
   const uint64_t target = ++meetings_;
   region.rank[rank_].reached.store(target);
@@ -873,7 +874,7 @@ HcclResult Communicator::meet(double timeout_seconds, std::string* why) {
                      : ": every rank must call the same collectives in the same order. The "
                        "limit is " + exec_timeout_origin_);
       },
-      [&] { return joining_check_ ? joining_check_() : HCCL_SUCCESS; }, why);
+      [&] { return stuck ? stuck() : HCCL_SUCCESS; }, why);
 }
 
 // Note [Collective descriptors]

@@ -203,7 +203,10 @@ class Communicator {
   // collective failed.
   HcclResult checkNoRankFailed(std::string* why);
   // Waits until every rank has reached this rank's next meeting point.
-  HcclResult meet(double timeout_seconds, std::string* why);
+  // `stuck`, if set, is asked whenever the wait goes on, as await()'s (the
+  // joining meeting's switch to TCP: Note [Socket transport]).
+  HcclResult meet(double timeout_seconds, std::string* why,
+                  const std::function<HcclResult()>& stuck = nullptr);
   // "HcclAllReduce(count=4, float32, sum), collective #3 of this
   // communicator", or "joining the communicator" before the first one.
   std::string activity() const;
@@ -296,9 +299,6 @@ class Communicator {
   // Note [Socket transport]: set when the ranks meet over TCP; region_ is
   // then null, and every collective runs on it.
   std::unique_ptr<SocketTransport> sockets_;
-  // While joining: asked at every wait of the joining meeting, whether to
-  // switch to sockets_ (HCCL_E_AGAIN). Note [Socket transport].
-  std::function<HcclResult()> joining_check_;
   std::atomic<HcclResult> error_{HCCL_SUCCESS};
   mutable std::mutex abort_mutex_;
   std::string abort_reason_; // guarded by abort_mutex_
