@@ -8,18 +8,24 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace npu_sim {
 
 namespace {
 
-constexpr char kRegisterMagic[16] = "npu-sim-hccl/rv";
+constexpr char kRegisterMagic[16] = "npu-sim-hccl/v2";
 constexpr size_t kMachineBytes = 160;
+// How much longer than its own deadline a rank waits for the server's answer
+// (Note [Who did not register]).
+constexpr std::chrono::seconds kAnswerGrace{2};
 
 // What a rank sends the server, and what the server answers: a Reply, and
 // when it succeeded, one TableEntry per rank, by rank.
@@ -30,6 +36,10 @@ struct Hello {
   uint32_t size;
   uint32_t rank;
   SocketAddress listen;
+  // How long the rank waits for the others (its HCCL_CONNECT_TIMEOUT left),
+  // so that the server, which knows who registered, can tell it who did
+  // not arrive (Note [Who did not register]).
+  uint64_t wait_ms;
 };
 struct Reply {
   uint32_t status; // an HcclResult
@@ -81,6 +91,7 @@ class RendezvousServer {
   struct Pending {
     int fd;
     Hello hello;
+    SocketClock::time_point deadline;
   };
 
   explicit RendezvousServer(int fd) : listen_fd_(fd) {}
@@ -131,7 +142,8 @@ class RendezvousServer {
       std::lock_guard<std::mutex> lock(mutex_);
       machines_[name].insert(fixedString(hello.machine, sizeof hello.machine));
     }
-    ranks.push_back(Pending{fd, hello});
+    ranks.push_back(
+        Pending{fd, hello, SocketClock::now() + std::chrono::milliseconds(hello.wait_ms)});
     if (ranks.size() < hello.size) {
       return;
     }
@@ -171,6 +183,61 @@ class RendezvousServer {
     }
   }
 
+  // Note [Who did not register]
+  // A rank that registered waits for the table until its HCCL_CONNECT_TIMEOUT
+  // ends. Only the server knows which ranks did register, so each rank sends
+  // how long it will wait, and when that time is up the server answers it
+  // with HCCL_E_TIMEOUT and the ranks that are missing; the rank waits a
+  // little longer than it told the server (kAnswerGrace in registerRank) to
+  // hear that answer, and falls back to a message without names only when
+  // the server is too slow to give it.
+  void refuseLate(SocketClock::time_point now) {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      auto& ranks = it->second;
+      const uint32_t size = ranks.empty() ? 0 : ranks.front().hello.size;
+      std::vector<bool> arrived(size, false);
+      for (const Pending& p : ranks) {
+        arrived[p.hello.rank] = true;
+      }
+      std::string missing;
+      for (uint32_t r = 0; r < size; ++r) {
+        if (!arrived[r]) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        }
+      }
+      const auto late = std::partition(ranks.begin(), ranks.end(),
+                                       [&](const Pending& p) { return p.deadline > now; });
+      for (auto p = late; p != ranks.end(); ++p) {
+        refuse(p->fd, HCCL_E_TIMEOUT,
+               "rank(s) " + missing + " of " + std::to_string(size) +
+                   " did not register (" + std::to_string(ranks.size()) + " did)");
+      }
+      ranks.erase(late, ranks.end());
+      if (ranks.empty()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        machines_.erase(it->first);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // Milliseconds until the first pending rank's deadline, -1 for none.
+  int nextDeadlineMs(SocketClock::time_point now) const {
+    auto first = SocketClock::time_point::max();
+    for (const auto& [name, ranks] : pending_) {
+      for (const Pending& p : ranks) {
+        first = std::min(first, p.deadline);
+      }
+    }
+    if (first == SocketClock::time_point::max()) {
+      return -1;
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(first - now).count();
+    return static_cast<int>(std::clamp<int64_t>(left, 0, 60'000));
+  }
+
   void loop() {
     for (;;) {
       std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
@@ -179,8 +246,10 @@ class RendezvousServer {
           fds.push_back({p.fd, POLLIN, 0});
         }
       }
-      if (poll(fds.data(), fds.size(), -1) < 0) {
-        continue; // EINTR
+      const int ready = poll(fds.data(), fds.size(), nextDeadlineMs(SocketClock::now()));
+      refuseLate(SocketClock::now());
+      if (ready <= 0) {
+        continue; // EINTR, or only deadlines passed
       }
       for (size_t i = 1; i < fds.size(); ++i) {
         if (fds[i].revents != 0) {
@@ -263,10 +332,15 @@ HcclResult registerRank(const std::string& name, const SocketAddress& root, uint
     ip = text;
   }
   copyString(hello.listen.ip, sizeof hello.listen.ip, ip);
+  hello.wait_ms = static_cast<uint64_t>(std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SocketClock::now())
+             .count()));
   Reply reply{};
   error = sendAll(server, &hello, sizeof hello, deadline);
   if (error == 0) {
-    error = receiveAll(server, &reply, sizeof reply, deadline);
+    // Note [Who did not register]: the server answers when `deadline`
+    // passes, naming the missing ranks; wait a little longer to hear it.
+    error = receiveAll(server, &reply, sizeof reply, deadline + kAnswerGrace);
   }
   if (error != 0) {
     *why = error == ETIMEDOUT
@@ -277,6 +351,14 @@ HcclResult registerRank(const std::string& name, const SocketAddress& root, uint
         : "the rendezvous server at " + addressText(root) + " closed the connection (" +
               std::strerror(error) + "): the process that made the root info exited";
     return error == ETIMEDOUT ? HCCL_E_TIMEOUT : HCCL_E_TCP_CONNECT;
+  }
+  if (reply.status == HCCL_E_TIMEOUT) {
+    *why = "joining the communicator timed out after " + limit + " s (rank " +
+        std::to_string(rank) + " of " + std::to_string(size) +
+        ") waiting for every rank to register with the rendezvous server at " +
+        addressText(root) + ": " + fixedString(reply.error, sizeof reply.error) +
+        ". The limit is HCCL_CONNECT_TIMEOUT seconds";
+    return HCCL_E_TIMEOUT;
   }
   if (reply.status != HCCL_SUCCESS) {
     *why = fixedString(reply.error, sizeof reply.error);

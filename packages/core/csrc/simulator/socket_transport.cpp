@@ -40,7 +40,9 @@ namespace npu_sim {
 //   learns it from the server in its own process, so rank 0 must run in the
 //   process that made the root info (torch.distributed's rank 0 does);
 //   otherwise a job spanning machines times out joining. When all nRanks
-//   registered, the server answers each with the table of all ranks. A rank
+//   registered, the server answers each with the table of all ranks; a rank
+//   whose HCCL_CONNECT_TIMEOUT ends first is told which ranks did not
+//   register (Note [Who did not register], socket_rendezvous.cpp). A rank
 //   table listing several servers has no root info: its rank 0 runs the
 //   server on HCCL_IF_BASE_PORT, every rank derives the address from the
 //   table (rank 0's server_id), and all ranks register at once.

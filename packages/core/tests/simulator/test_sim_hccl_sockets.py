@@ -186,7 +186,8 @@ def test_a_late_peer_times_out_naming_it(runner, tmp_path):
 
 def test_joining_times_out_when_a_rank_never_registers(runner, tmp_path):
     # One process makes the root info and joins as rank 1 of 2 "elsewhere":
-    # rank 0 never comes, and the join ends after HCCL_CONNECT_TIMEOUT.
+    # rank 0 never comes, and the join ends after HCCL_CONNECT_TIMEOUT,
+    # naming it (Note [Who did not register]).
     result = runner.run(textwrap.dedent("""
         sim.set_device(0)
         root = ctypes.create_string_buffer(HCCL_ROOT_INFO_BYTES)
@@ -199,7 +200,8 @@ def test_joining_times_out_when_a_rank_never_registers(runner, tmp_path):
     assert result.stdout.startswith("9 HcclCommInitRootInfo: joining the communicator timed out "
                                     "after 1 s (rank 1 of 2) waiting for every rank to register"), \
         result.stdout
-    assert "The limit is HCCL_CONNECT_TIMEOUT seconds" in result.stdout
+    assert ": rank(s) 0 of 2 did not register (1 did). The limit is HCCL_CONNECT_TIMEOUT seconds" \
+        in result.stdout, result.stdout
 
 
 def test_a_rank_table_of_two_servers_meets_over_sockets(runner, tmp_path):
