@@ -29,6 +29,24 @@ bool monitoring_enabled() {
   return value != "0";
 }
 
+// HCCL_ASYNC_ERROR_HANDLING: whether the watchdog reports a failed
+// communicator (Note [Watchdog and heartbeat monitor]); on unless 0. Any
+// other whole number means on: torch_npu documents 0 and 1, and scripts
+// ported from NCCL set its modes 2 and 3.
+bool async_error_reports_enabled() {
+  const std::string value = env("HCCL_ASYNC_ERROR_HANDLING");
+  if (value.empty()) {
+    return true;
+  }
+  char* end = nullptr;
+  const long long mode = std::strtoll(value.c_str(), &end, 10);
+  TORCH_CHECK_VALUE(*end == '\0' && mode >= 0, "HCCL_ASYNC_ERROR_HANDLING='", value,
+                    "' is not valid: use 1 (the default: the watchdog reports a failed hccl "
+                    "communicator on stderr) or 0 (it does not; the error still surfaces at "
+                    "the next synchronizing call)");
+  return mode != 0;
+}
+
 // TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC: whole seconds, 480 when unset.
 std::chrono::milliseconds heartbeat_timeout() {
   const std::string value = env("TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC");
@@ -70,7 +88,7 @@ LiveWatchdogs& live_watchdogs() {
   return *watchdogs;
 }
 
-Watchdog::Watchdog(int rank) : rank_(rank) {
+Watchdog::Watchdog(int rank) : rank_(rank), reports_(async_error_reports_enabled()) {
   const bool monitored = monitoring_enabled();
   const std::chrono::milliseconds timeout = heartbeat_timeout();
   LiveWatchdogs& all = live_watchdogs();
@@ -121,7 +139,7 @@ void Watchdog::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     for (Watched& w : watched_) {
-      if (w.reported) {
+      if (w.reported || !reports_) {
         continue;
       }
       HcclResult error = HCCL_SUCCESS;

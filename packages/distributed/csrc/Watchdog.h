@@ -25,7 +25,11 @@ namespace c10d_npu {
 // call. The watchdog asks each communicator of the group for its
 // asynchronous error (HcclGetCommAsyncError) every 100 ms and reports, once
 // per communicator, on stderr when it has failed, so that a rank whose host
-// is busy elsewhere still tells why its collectives stopped. It does not
+// is busy elsewhere still tells why its collectives stopped;
+// HCCL_ASYNC_ERROR_HANDLING=0 turns these reports off (torch_npu's switch of
+// its asynchronous error handling, on by default: torch_npu ends the process
+// only for a network completion error (ERROR CQE), which the simulator has
+// no counterpart of, and otherwise reports). It does not
 // query events: a completed query orders the host after the work for the
 // simulator's race detector, which would hide the user's races. Every pass
 // is a heartbeat.
@@ -51,7 +55,7 @@ namespace c10d_npu {
 class Watchdog {
  public:
   // Starts the watchdog of rank `rank`'s group, and the monitor unless
-  // TORCH_HCCL_ENABLE_MONITORING is 0. A bad value of either variable
+  // TORCH_HCCL_ENABLE_MONITORING is 0. A bad value of any of its variables
   // raises, naming the accepted ones.
   explicit Watchdog(int rank);
   ~Watchdog(); // stops both threads
@@ -79,6 +83,7 @@ class Watchdog {
                               std::chrono::milliseconds timeout);
 
   const int rank_;
+  const bool reports_; // HCCL_ASYNC_ERROR_HANDLING is not 0
   std::atomic<uint64_t> heartbeat_{0};
   std::mutex mutex_; // guards watched_ and stopping_
   std::condition_variable wake_;

@@ -395,13 +395,13 @@ def test_mismatched_collectives_fail_every_rank_and_abort_the_group(tmp_path):
                 "called HcclAllReduce(count=6, float32, sum)") in shape, shape
 
 
-@pytest.mark.parametrize("first", ["collective", "send"])
-def test_a_collective_facing_a_send_fails_both_ranks_at_once(tmp_path, first):
+@pytest.mark.parametrize("first,handling", [("collective", None), ("send", None), ("send", "0")])
+def test_a_collective_facing_a_send_fails_both_ranks_at_once(tmp_path, first, handling):
     # Note [Point-to-point meets a collective] (simulator): rank 0
     # all-reduces while rank 1 sends to it, whichever comes first. Both fail
     # with the same message, long before the group's 30-minute timeout, and
     # each rank's watchdog reports the failed communicator on stderr (Note
-    # [Watchdog and heartbeat monitor]).
+    # [Watchdog and heartbeat monitor]), unless HCCL_ASYNC_ERROR_HANDLING=0.
     script = tmp_path / "rank.py"
     script.write_text(PRELUDE + textwrap.dedent(f"""
         t = torch.ones(4).npu()
@@ -421,8 +421,11 @@ def test_a_collective_facing_a_send_fails_both_ranks_at_once(tmp_path, first):
         time.sleep(1)  # the watchdog passes every 100 ms
         os._exit(0)
     """))
+    env = dict(os.environ)
+    if handling is not None:
+        env["HCCL_ASYNC_ERROR_HANDLING"] = handling
     procs = [subprocess.Popen([sys.executable, str(script), str(r), "2", str(tmp_path / "store")],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for r in range(2)]
     results = [proc.communicate(timeout=120) for proc in procs]
     both_sides = ("rank 0 called HcclAllReduce(count=4, float32, sum) as collective #2, rank 1 "
@@ -431,8 +434,9 @@ def test_a_collective_facing_a_send_fails_both_ranks_at_once(tmp_path, first):
     for rank, (out, err) in enumerate(results):
         api = "HcclAllReduce" if rank == 0 else "HcclSend"
         assert f"{api} failed on rank {rank} of 2: {both_sides}" in out, (out, err)
-        assert (f"[rank {rank}] ProcessGroupHCCL watchdog: the hccl communicator of npu:{rank} "
-                "failed (HCCL_E_PARA)") in err, err
+        report = (f"[rank {rank}] ProcessGroupHCCL watchdog: the hccl communicator of npu:{rank} "
+                  "failed (HCCL_E_PARA)")
+        assert (report in err) == (handling != "0"), err
 
 
 TIMEOUT_PRELUDE = PRELUDE.replace(
@@ -526,6 +530,7 @@ def test_bad_monitoring_settings_are_refused(tmp_path):
     """))
     for name, value, words in [
             ("TORCH_HCCL_ENABLE_MONITORING", "yes", "TORCH_HCCL_ENABLE_MONITORING='yes' is not valid"),
+            ("HCCL_ASYNC_ERROR_HANDLING", "on", "HCCL_ASYNC_ERROR_HANDLING='on' is not valid: use 1"),
             ("TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", "0",
              "TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC='0' is not valid: give a positive whole number")]:
         done = subprocess.run([sys.executable, str(script), str(tmp_path / f"store{name}")],
