@@ -16,6 +16,31 @@ from ._device import _DeviceLike, _get_device_index
 
 _NPU_DEVICE_TYPE = 20  # c10::DeviceType::PrivateUse1
 
+# Note [npu streams and events under torch.compile]
+# Dynamo traces the generic ``torch.Stream`` / ``torch.Event`` (construction,
+# ``with stream:``, waits, records) and ``torch.accelerator.current_stream``
+# into the graph as stream operations, for any device; it knows
+# ``torch.cuda.Stream`` and the like by name, but not these subclasses, and
+# tracing into their constructors reaches the runtime's C functions, which
+# breaks the graph. So while Dynamo traces (``torch.compiler.is_compiling()``,
+# always False when running eagerly) the constructors and ``current_stream``
+# / ``stream`` below hand it the generic objects for the npu device: code
+# written for torch_npu (``torch.npu.Stream()``, ``with torch.npu.stream(s)``,
+# ``torch.npu.Event()``, ``torch.npu.current_stream().wait_stream(s)``)
+# compiles into one graph whose kernels run on those streams. Inside
+# compiled code they are torch.Stream / torch.Event, so torch_npu's extras
+# (``npu_stream``, interprocess events) are not available there.
+
+
+def _compile_device(device: _DeviceLike) -> torch.device:
+    """``device`` as a torch.device of type npu, without runtime calls (Note
+    [npu streams and events under torch.compile])."""
+    if device is None:
+        return torch.device("npu", torch.accelerator.current_device_index())
+    if isinstance(device, int):
+        return torch.device("npu", device)
+    return torch.device(device)
+
 
 def _lazy_init() -> None:
     from . import _lazy_init as init
@@ -34,6 +59,9 @@ class Stream(torch.Stream):
     def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs: Any) -> "Stream":
         if {"stream_id", "device_index", "device_type"} <= kwargs.keys():
             return super().__new__(cls, **kwargs)
+        if torch.compiler.is_compiling():
+            # Note [npu streams and events under torch.compile]
+            return torch.Stream(device=_compile_device(device), priority=priority)
         index = _get_device_index(device, optional=True)
         _C._check_device_index(index)
         _lazy_init()
@@ -122,6 +150,10 @@ class Event(torch.Event):
                 "an interprocess npu event cannot time: create it with enable_timing=False "
                 "(as torch.cuda.Event)"
             )
+        if torch.compiler.is_compiling() and not interprocess:
+            # Note [npu streams and events under torch.compile]
+            return torch.Event(device=torch.device("npu"), enable_timing=enable_timing,
+                               blocking=blocking)
         event = super().__new__(
             cls, device=torch.device("npu"), enable_timing=enable_timing, blocking=blocking
         )
@@ -233,6 +265,9 @@ class Event(torch.Event):
 
 def current_stream(device: _DeviceLike = None) -> Stream:
     """The calling thread's current stream on ``device`` (current device if None)."""
+    if torch.compiler.is_compiling():
+        # Note [npu streams and events under torch.compile]
+        return torch.accelerator.current_stream(_compile_device(device))
     return Stream._wrap(_C._get_current_stream(_get_device_index(device, optional=True)))
 
 
@@ -276,6 +311,10 @@ class StreamContext:
         return False
 
 
-def stream(stream: Optional[torch.Stream]) -> StreamContext:
+def stream(stream: Optional[torch.Stream]) -> "StreamContext | torch.Stream":
     """``with torch.npu.stream(s):`` runs the block with ``s`` current."""
+    if torch.compiler.is_compiling() and stream is not None:
+        # Note [npu streams and events under torch.compile]: a torch.Stream
+        # is its own context manager.
+        return stream
     return StreamContext(stream)

@@ -75,6 +75,52 @@ def _op_name(node: torch.fx.Node) -> str:
     return getattr(target, "__name__", str(target))
 
 
+# Note [Values passed through control dependencies]
+# Inductor orders stream operations (an event's record or wait, a stream's
+# wait on another) after the work they follow by wrapping them in its
+# ``control_deps`` operator, whose subgraph runs the stream operation and
+# returns tensors it was given unchanged (``getitem(control_deps, i)``); the
+# ops after it read those. Such a value is the tensor it passes on: a
+# program that reaches it reads (or computes) that tensor instead, and a
+# group never runs the stream operation itself, which stays in the wrapper.
+def _passed_through(n: torch.fx.Node) -> torch.fx.Node | None:
+    """The node whose value ``n`` holds unchanged when ``n`` is an output of
+    ``control_deps`` that passes an argument on, else None."""
+    if n.op != "call_function" or n.target is not operator.getitem:
+        return None
+    deps = n.args[0]
+    if not isinstance(deps, torch.fx.Node) or getattr(deps.target, "__name__", None) != "control_deps":
+        return None
+    subgraph_attr = deps.args[1]
+    owner = deps.graph.owning_module
+    if not isinstance(subgraph_attr, torch.fx.Node) or subgraph_attr.op != "get_attr" or owner is None:
+        return None
+    subgraph = getattr(owner, str(subgraph_attr.target), None)
+    if not isinstance(subgraph, torch.fx.GraphModule):
+        return None
+    results = subgraph.graph.output_node().args[0]
+    if not isinstance(results, (tuple, list)) or not isinstance(n.args[1], int) or n.args[1] >= len(results):
+        return None
+    result = results[n.args[1]]
+    placeholders = [p for p in subgraph.graph.nodes if p.op == "placeholder"]
+    passed = deps.args[2:]
+    if not isinstance(result, torch.fx.Node) or result.op != "placeholder" or len(placeholders) != len(passed):
+        return None
+    source = passed[placeholders.index(result)]
+    return source if isinstance(source, torch.fx.Node) else None
+
+
+def _named(n: torch.fx.Node, names: dict[torch.fx.Node, str]) -> str:
+    """``n``'s name in a program, seeing through control dependencies (Note
+    [Values passed through control dependencies])."""
+    while n not in names:
+        source = _passed_through(n)
+        if source is None:
+            return names[n]  # KeyError: a bug in build_program
+        n = source
+    return names[n]
+
+
 class _Printer:
     def __init__(self) -> None:
         self.symbols: dict[str, None] = {}
@@ -89,7 +135,7 @@ class _Printer:
         if isinstance(a, torch.fx.Node):
             if _is_symbolic(a):
                 return self.value(a.meta["val"], names)
-            return names[a]
+            return _named(a, names)
         if isinstance(a, (list, tuple)):
             inner = ", ".join(self.value(x, names) for x in a)
             return f"[{inner}]" if isinstance(a, list) else f"({inner},)"
@@ -127,9 +173,29 @@ def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
             mapping[node.target] = node
     for buffer in V.graph.buffers:
         fx = _origin_fx_node(buffer) or _realized_view_origin(buffer) or _mutation_origin(buffer)
+        if fx is None:
+            fx = _ordering_only_origin(buffer, mapping)
         if fx is not None:
             mapping[buffer.get_name()] = fx
     return mapping
+
+
+# Stream operations that write no tensor: Inductor lowers a stream's wait
+# with a "mutation" of the tensors passed through it, only so that their
+# later readers are ordered after the wait.
+_ORDERING_ONLY_OPS = {"streams::wait_stream", "streams::wait_event", "streams::record_event"}
+
+
+def _ordering_only_origin(buffer: Any, mapping: dict[str, torch.fx.Node]) -> torch.fx.Node | None:
+    """The value a buffer holds that only orders its readers after a stream
+    operation (Note [Values passed through control dependencies]): the
+    value of the buffer it names, which the operation does not change."""
+    mutated = buffer.get_mutation_names()
+    mutating = getattr(buffer, "mutating_node", None)
+    overload = getattr(mutating, "op_overload", None)
+    if len(mutated) != 1 or getattr(overload, "name", lambda: None)() not in _ORDERING_ONLY_OPS:
+        return None
+    return mapping.get(mutated[0])
 
 
 def _mutation_origin(buffer: Any) -> torch.fx.Node | None:
@@ -239,6 +305,8 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             raise UnmappableGroup("program too deep")
         if n in available and n not in outputs:
             inputs.append(n)
+        elif (source := _passed_through(n)) is not None:
+            need(source, depth + 1)  # Note [Values passed through control dependencies]
         elif n.op != "call_function":
             raise UnmappableGroup(f"{n.format_node()} is not among the group's inputs")
         elif n not in origins and n not in outputs and _op_name(n) not in _VIEW_OPS:
@@ -288,7 +356,7 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             op_names.append(_op_name(n))
     symbols = list(printer.symbols)
     params = [names[n] for n in inputs] + symbols + ["_device"]
-    result = ", ".join(as_bool[o] for o in outputs)
+    result = ", ".join(_named(o, as_bool) for o in outputs)
     source = "\n".join([f"def program({', '.join(params)}):", *lines, f"    return ({result},)", ""])
     return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
 

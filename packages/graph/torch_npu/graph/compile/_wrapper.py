@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.stream_constants import DEFAULT_STREAM, STREAM_NAME_TEMPLATE
+from torch._inductor.virtualized import V
 
 
 class NPUWrapperCodegen(PythonWrapperCodegen):
@@ -18,6 +20,36 @@ class NPUWrapperCodegen(PythonWrapperCodegen):
         if is_subgraph:
             return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
         return NPUWrapperCodegen()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._streams_named = False
+
+    # Note [Stream contexts in npu wrapper code]
+    # A graph that uses streams (``torch.Stream``, ``with stream:``, events)
+    # runs its nodes inside ``with default_stream:`` / ``with stream1:``
+    # blocks. Inductor names those streams where it enters a device guard,
+    # which it does only for the GPU types it knows (cuda, xpu, ...), not
+    # for npu, whose kernels take the current stream and need no guard. So
+    # the npu wrapper names them itself, once, before the first block: the
+    # stream current when the compiled code is called, and the user's
+    # streams, which Dynamo hands over as graph-external objects.
+    def codegen_cuda_stream_enter(self, stream_idx: int) -> Any:
+        if not self._streams_named:
+            self._streams_named = True
+            self._name_streams()
+        return super().codegen_cuda_stream_enter(stream_idx)
+
+    def _name_streams(self) -> None:
+        scheduler = V.graph.scheduler
+        self.writeline(f"{DEFAULT_STREAM} = {V.graph.device_ops.current_stream()}")
+        user_streams = scheduler.stream_idx_to_user_obj_idx
+        if not user_streams:
+            return
+        self.writeline("from torch._dynamo.graph_bytecode_inputs import get_external_object_by_index")
+        for stream_idx in range(1, max(scheduler.node_to_stream.values(), default=0) + 1):
+            self.writeline(f"{STREAM_NAME_TEMPLATE.format(stream_idx=stream_idx)} = "
+                           f"get_external_object_by_index({user_streams[stream_idx]})")
 
     def write_header(self) -> None:
         super().write_header()
