@@ -164,12 +164,34 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
             expand_f32_exp(module)
             drop_float_reciprocal_asserts(module)
             PassManager.parse(PIPELINE).run(module.operation)
+        _check_runtime_calls(module)
         engine = ExecutionEngine(module, opt_level=3, enable_object_dump=True)
         engine.dump_to_object_file(object_path)
     except Exception as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         detail = f": {diagnostics[-1]}" if diagnostics else ""
         raise MLIRCompileError(first_line + detail) from e
+
+
+# Functions of MLIR's runtime libraries (mlir_c_runner_utils) that lowered
+# code may call; torch-mlir's wheel ships none of them, so a kernel that
+# calls one cannot be linked.
+_RUNTIME_FUNCTIONS = {"memrefCopy": "a copy between strided layouts (memref.copy)"}
+
+
+def _check_runtime_calls(module: Any) -> None:
+    """Raises MLIRCompileError, naming what the kernel does, when the
+    lowered module calls into MLIR's runtime (the kernel then runs its aten
+    ops eagerly). Lowering such copies to loops instead
+    (torch-mlir's refback-munge-memref-copy) was tried and gave wrong
+    results in a cross-entropy kernel of a small Llama, so it is not used."""
+    for op in module.body.operations:
+        if "sym_name" not in op.attributes:
+            continue
+        name = str(op.attributes["sym_name"]).strip('"')
+        if name in _RUNTIME_FUNCTIONS:
+            raise MLIRCompileError(f"it needs {_RUNTIME_FUNCTIONS[name]}, which calls MLIR's runtime "
+                                   f"function {name}; torch-mlir does not ship that library")
 
 
 def _link(object_path: str, library_path: str) -> None:

@@ -18,6 +18,8 @@ import torch
 import torch.fx
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
+from ._extern_scatters import run_scatters_as_externs
+
 aten = torch.ops.aten
 
 
@@ -52,10 +54,12 @@ def _fake(target: Any, *args: Any) -> Any:
 
 class DecomposeVarMean(CustomGraphModulePass):
     """mean -> sum, div; var_mean / var -> sum, div, sub, mul, sum, div (see
-    the module's docstring)."""
+    the module's docstring); and scatter-like ops become extern kernels
+    (Note [Scatters run as extern kernels], _extern_scatters.py)."""
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         graph = gm.graph
+        run_scatters_as_externs(graph)  # Note [Scatters run as extern kernels]
         for node in list(graph.nodes):
             if node.target is aten.mean.dim:
                 _decompose_mean(graph, node)

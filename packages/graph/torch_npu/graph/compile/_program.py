@@ -172,9 +172,10 @@ def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
         if node.op == "placeholder" and node.target in V.graph.graph_inputs:
             mapping[node.target] = node
     for buffer in V.graph.buffers:
-        fx = _origin_fx_node(buffer) or _realized_view_origin(buffer) or _mutation_origin(buffer)
+        fx = (_origin_fx_node(buffer) or _realized_view_origin(buffer) or _mutation_origin(buffer)
+              or _extern_input_origin(buffer))
         if fx is None:
-            fx = _ordering_only_origin(buffer, mapping)
+            fx = _ordering_only_origin(buffer, mapping) or _layout_copy_origin(buffer, mapping)
         if fx is not None:
             mapping[buffer.get_name()] = fx
     return mapping
@@ -184,6 +185,68 @@ def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
 # with a "mutation" of the tensors passed through it, only so that their
 # later readers are ordered after the wait.
 _ORDERING_ONLY_OPS = {"streams::wait_stream", "streams::wait_event", "streams::record_event"}
+
+
+class _SingleLoad:
+    """An ops handler that records the one load of a pointwise body and
+    fails on any other op (see _layout_copy_origin)."""
+
+    LOADED = object()
+
+    def __init__(self) -> None:
+        self.loads: list[tuple[str, sympy.Expr]] = []
+
+    def load(self, name: str, index: sympy.Expr) -> object:
+        self.loads.append((name, index))
+        return self.LOADED
+
+    def __getattr__(self, name: str) -> Any:
+        raise UnmappableGroup(f"ops.{name}")
+
+
+# Note [Layout copies]
+# An extern kernel (an op with no decomposition, e.g. the flash-attention
+# backward) may need an input in another layout than the one it has, and
+# Inductor then inserts a buffer that copies it: a pointwise body with one
+# load and nothing else, whose origins are the extern kernel's node. Its
+# value is the value of the buffer it loads, read element by element in
+# logical order (the load's index is the source's layout of the output's
+# index); its kernel's program is a copy of that value (build_program).
+def _layout_copy_origin(buffer: Any, mapping: dict[str, torch.fx.Node]) -> torch.fx.Node | None:
+    """The value of a buffer that copies another into a new layout (Note
+    [Layout copies]), else None."""
+    from torch._inductor import ir
+
+    if not isinstance(buffer, ir.ComputedBuffer) or not isinstance(buffer.data, ir.Pointwise):
+        return None
+    recorder = _SingleLoad()
+    (index,) = buffer.data.inner_fn_args()
+    try:
+        with V.set_ops_handler(recorder):
+            result = buffer.data.inner_fn(index)
+    except Exception:  # any other op: not a plain copy
+        return None
+    # V.ops wraps values (OpsValue): the body must return the load itself.
+    if getattr(result, "value", result) is not _SingleLoad.LOADED or len(recorder.loads) != 1:
+        return None
+    name, load_index = recorder.loads[0]
+    source_fx = mapping.get(name)
+    try:
+        source_layout = V.graph.get_buffer(name).get_layout()
+    except Exception:
+        return None
+    if source_fx is None or source_layout.dtype != buffer.get_dtype():
+        return None
+    sizevars = V.graph.sizevars
+    if len(source_layout.size) != len(index) or any(
+            not sizevars.statically_known_equals(a, b) for a, b in zip(source_layout.size, buffer.get_size())):
+        return None
+    expected = source_layout.offset + sum(
+        stride * var for stride, var, size in zip(source_layout.stride, index, source_layout.size)
+        if not sizevars.statically_known_equals(size, 1))
+    if sizevars.simplify(load_index - expected) != 0:
+        return None
+    return source_fx
 
 
 def _ordering_only_origin(buffer: Any, mapping: dict[str, torch.fx.Node]) -> torch.fx.Node | None:
@@ -242,6 +305,33 @@ def _realized_view_origin(buffer: Any) -> torch.fx.Node | None:
     return sinks[0]
 
 
+def _extern_input_origin(buffer: Any) -> torch.fx.Node | None:
+    """The FX node of a buffer Inductor realized as the input of an extern
+    kernel with several outputs (e.g. the flash-attention backward, given the
+    gradient of its output): the buffer has no ``origin_node``; its origins
+    are the extern kernel's node and the nodes inlined into the input. Its
+    value is the one argument of that kernel among its origins that no other
+    origin uses and that has the buffer's shape and dtype; when that is not
+    exactly one node, the buffer stays unmapped."""
+    from torch._inductor import ir
+
+    if not isinstance(buffer, ir.ComputedBuffer) or getattr(buffer, "origin_node", None) is not None:
+        return None
+    origins = set(getattr(buffer, "origins", ()))
+    externs = {n for n in origins if isinstance(n.meta.get("val"), (tuple, list))}
+    if len(externs) != 1:
+        return None
+    (extern,) = externs
+    candidates = []
+    for n in extern.all_input_nodes:
+        value = n.meta.get("val")
+        if (n in origins and n.op == "call_function" and not any(u in origins - externs for u in n.users)
+                and isinstance(value, torch.Tensor) and value.dtype == buffer.get_dtype()
+                and list(value.shape) == list(buffer.get_size())):
+            candidates.append(n)
+    return candidates[0] if len(set(candidates)) == 1 else None
+
+
 def _call(node: torch.fx.Node, args: list[str]) -> str:
     """The source of one op's call, with the rewrites torch-mlir needs."""
     target = node.target
@@ -277,17 +367,17 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     """The aten program of a fused group: ``output_names`` are the group's
     buffers needed outside it, ``read_names`` the buffers it reads."""
     mapping = _buffer_fx_map()
-    outputs: list[torch.fx.Node] = []
-    for name in output_names:
-        fx = mapping.get(name)
-        if fx is None or fx.op != "call_function":
-            raise UnmappableGroup(f"buffer {name} has no aten origin")
-        outputs.append(fx)
     available: dict[torch.fx.Node, str] = {}
     for name in read_names:
         fx = mapping.get(name)
         if fx is not None and fx not in available:
             available[fx] = name
+    outputs: list[torch.fx.Node] = []
+    for name in output_names:
+        fx = mapping.get(name)
+        if fx is None or (fx.op != "call_function" and fx not in available):
+            raise UnmappableGroup(f"buffer {name} has no aten origin")
+        outputs.append(fx)
     origins: set[torch.fx.Node] = set()
     for snode in snodes:
         origins |= set(getattr(snode.node, "origins", ()))
@@ -320,10 +410,17 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             body.append(n)
         done.add(n)
 
+    # Note [Layout copies]: an output whose value the group reads is a copy
+    # of that input.
+    copies = [out for out in outputs if out in available]
+    for out in copies:
+        if out not in done:
+            inputs.append(out)
+            done.add(out)
     for out in outputs:
         need(out)
     for out in outputs:
-        if out in inputs:
+        if out in inputs and out not in copies:
             raise UnmappableGroup(f"output {out.name} is also an input")
 
     printer = _Printer()
@@ -354,9 +451,18 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
         lines.append(f"    v{i} = {call}")
         if _op_name(n) not in _VIEW_OPS and _op_name(n) not in op_names:
             op_names.append(_op_name(n))
+    results = []
+    for o in outputs:
+        if o in copies:
+            lines.append(f"    c{len(results)} = torch.ops.aten.clone.default({_named(o, as_bool)})")
+            results.append(f"c{len(results)}")
+            if "copy" not in op_names:
+                op_names.append("copy")
+        else:
+            results.append(_named(o, as_bool))
     symbols = list(printer.symbols)
     params = [names[n] for n in inputs] + symbols + ["_device"]
-    result = ", ".join(_named(o, as_bool) for o in outputs)
+    result = ", ".join(results)
     source = "\n".join([f"def program({', '.join(params)}):", *lines, f"    return ({result},)", ""])
     return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
 

@@ -54,6 +54,9 @@ class NPUWrapperCodegen(PythonWrapperCodegen):
     def write_header(self) -> None:
         super().write_header()
         self.header.writeline("from torch_npu.graph.compile.kernel import MLIRKernel")
+        # The torch.ops.npu_inductor ops scatters run as (Note [Scatters run
+        # as extern kernels]), for wrapper code loaded from Inductor's cache.
+        self.header.writeline("import torch_npu.graph.compile._extern_scatters")
 
     def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                      triton: bool = True, graph_name: str = "", **kwargs: Any) -> None:

@@ -1,0 +1,82 @@
+"""Scatter-like ops of npu graphs run as extern kernels.
+
+Note [Scatters run as extern kernels]
+Inductor lowers index_put, scatter and their variants to two buffers: one
+holding the destination's initial value (a copy of the input, or zeros) whose
+``origin_node`` is the scatter's FX node, and a Scatter node that then writes
+(or accumulates) the values into it. Neither is the value of an aten op, so
+neither can become an MLIR kernel (Note [Kernels from the nodes' aten
+origins], _program.py): the embedding's backward (``_unsafe_masked_index_put_
+accumulate``) stopped every compiled training step of a language model. The
+npu post-grad pass (_passes.py) therefore replaces each such op with an op of
+the ``npu_inductor`` namespace of the same schema that calls the aten op.
+Inductor has no lowering for it and runs it as an extern kernel, the aten op
+on the stream's device (as eager npu would), between the MLIR kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+
+aten = torch.ops.aten
+
+# Functional ops Inductor lowers to a Scatter node (its lowering.py).
+_SCATTERS = (
+    aten.index_put.default,
+    aten._unsafe_index_put.default,
+    aten._unsafe_masked_index_put_accumulate.default,
+    aten.scatter.src,
+    aten.scatter.value,
+    aten.scatter.reduce,
+    aten.scatter.value_reduce,
+    aten.scatter_add.default,
+    aten.scatter_reduce.two,
+)
+
+_library: torch.library.Library | None = None
+_externs: dict[Any, Any] = {}
+
+
+def _extern_for(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
+    """The ``npu_inductor`` op with ``op``'s schema that runs ``op``."""
+    global _library
+    if op in _externs:
+        return _externs[op]
+    if _library is None:
+        _library = torch.library.Library("npu_inductor", "DEF")
+    schema = str(op._schema)
+    name = op._schema.name.split("::", 1)[1]
+    overload = op._schema.overload_name
+    qualified = f"{name}.{overload}" if overload else name
+    _library.define(qualified + schema[schema.index("("):])
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return op(*args, **kwargs)
+
+    # Every backend (npu, and Meta for fake tensors) runs the aten op.
+    _library.impl(qualified, run, "CompositeExplicitAutograd")
+    packet = getattr(torch.ops.npu_inductor, name)
+    extern = getattr(packet, overload or "default")
+    _externs[op] = extern
+    return extern
+
+
+def _define_all() -> None:
+    # All at import: wrapper code loaded from Inductor's cache calls them in
+    # a process whose post-grad pass never ran.
+    for op in _SCATTERS:
+        _extern_for(op)
+
+
+_define_all()
+
+
+def run_scatters_as_externs(graph: torch.fx.Graph) -> None:
+    """Replaces every scatter-like op of ``graph`` with its ``npu_inductor``
+    twin (Note [Scatters run as extern kernels])."""
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in _SCATTERS:
+            node.target = _extern_for(node.target)
