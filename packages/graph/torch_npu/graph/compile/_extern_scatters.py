@@ -23,17 +23,22 @@ import torch.fx
 
 aten = torch.ops.aten
 
-# Functional ops Inductor lowers to a Scatter node (its lowering.py).
-_SCATTERS = (
-    aten.index_put.default,
-    aten._unsafe_index_put.default,
-    aten._unsafe_masked_index_put_accumulate.default,
-    aten.scatter.src,
-    aten.scatter.value,
-    aten.scatter.reduce,
-    aten.scatter.value_reduce,
-    aten.scatter_add.default,
-    aten.scatter_reduce.two,
+# Functional ops Inductor lowers to a Scatter node (its lowering.py), those
+# this torch has.
+_SCATTERS = tuple(
+    getattr(getattr(aten, name), overload)
+    for name, overload in (
+        ("index_put", "default"),
+        ("_unsafe_index_put", "default"),
+        ("_unsafe_masked_index_put_accumulate", "default"),
+        ("scatter", "src"),
+        ("scatter", "value"),
+        ("scatter", "reduce"),
+        ("scatter", "value_reduce"),
+        ("scatter_add", "default"),
+        ("scatter_reduce", "two"),
+    )
+    if hasattr(aten, name) and hasattr(getattr(aten, name), overload)
 )
 
 _library: torch.library.Library | None = None

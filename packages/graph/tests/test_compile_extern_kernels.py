@@ -1,7 +1,9 @@
-"""scaled_dot_product_attention under torch.compile on npu, forward and
-backward: its backward is an extern kernel that wants its saved logsumexp in
-another layout, and Inductor copies it into one (Note [Layout copies] in
-compile/_program.py); the copy is a kernel of its own."""
+"""Ops that run as extern kernels inside compiled npu code, between MLIR
+kernels: scaled_dot_product_attention, whose backward wants its saved
+logsumexp in another layout, which Inductor copies into one (Note [Layout
+copies] in compile/_program.py; the copy is a kernel of its own), and
+scatter-like ops (Note [Scatters run as extern kernels] in
+compile/_extern_scatters.py)."""
 
 from __future__ import annotations
 
@@ -49,3 +51,29 @@ def test_sdpa_forward_and_backward_match_eager(causal):
     backward = codes[-1]
     assert "_scaled_dot_product_flash_attention_for_cpu_backward" in backward
     assert "mlir_fused_copy_" in backward  # the logsumexp, copied into the layout it wants
+
+
+def _scatters(x: torch.Tensor, idx: torch.Tensor, src: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    accumulated = torch.zeros(8, 4, device=x.device).index_put((idx,), src, accumulate=True)
+    added = x.scatter_add(0, idx.unsqueeze(1).expand(-1, 4), src)
+    scattered = x.scatter(0, idx.unsqueeze(1).expand(-1, 4)[:2], src[:2])
+    embedded = F.embedding(idx, w)
+    return accumulated * 2 + added, scattered.relu(), (embedded * embedded).sum()
+
+
+@needs_mlir
+def test_scatters_and_the_embedding_backward_match_eager():
+    torch.manual_seed(0)
+    x, src = torch.randn(8, 4, device="npu"), torch.randn(6, 4, device="npu")
+    idx = torch.tensor([1, 3, 1, 7, 0, 3], device="npu")  # repeated rows accumulate
+    w = torch.randn(8, 4, device="npu", requires_grad=True)
+    expected = _scatters(x, idx, src, w)
+    expected[2].backward()
+    expected_grad, w.grad = w.grad, None
+    actual, codes = run_and_get_code(torch.compile(_scatters), x, idx, src, w)
+    actual[2].backward()
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(w.grad, expected_grad, atol=1e-5, rtol=1e-5)
+    assert "torch.ops.npu_inductor.index_put.default" in codes[0]
+    assert "torch.ops.npu_inductor.scatter_add.default" in codes[0]
