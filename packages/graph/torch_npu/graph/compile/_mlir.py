@@ -4,8 +4,9 @@ Pipeline: torch-mlir imports the program (torch.export) as
 linalg-on-tensors; elementwise linalg ops are fused; one-shot bufferization
 gives memrefs with the identity layout (contiguous tensors), results become
 output arguments (buffer-results-to-out-params) and temporaries are freed
-(buffer-deallocation-pipeline); linalg becomes affine loops, which
-affine-super-vectorize vectorises (LANES lanes, _lanes.py), then everything is lowered to
+(buffer-deallocation-pipeline); linalg becomes affine loops, whose bool
+buffers become byte buffers (Note [Bool buffers of a kernel in bytes],
+_byte_bools.py) and which affine-super-vectorize vectorises (LANES lanes, _lanes.py), then everything is lowered to
 the LLVM dialect. Before the passes, f32 ``exp`` is spelled out in
 arithmetic that vectorises and float reciprocals lose an assert that
 would stop the vectoriser (_vectorizable.py, Note [Vectorised exp in MLIR
@@ -45,21 +46,30 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from . import _byte_bools
 from ._lanes import LANES
 from ._vectorizable import drop_float_reciprocal_asserts, expand_f32_exp
 
-PIPELINE = (
+# The passes run in two parts: between them, bool buffers become byte
+# buffers (Note [Bool buffers of a kernel in bytes], _byte_bools.py), after
+# the loops are affine loops and before they are vectorised.
+PIPELINE_TO_LOOPS = (
     "builtin.module("
     "func.func(linalg-fuse-elementwise-ops,math-expand-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
     "buffer-deallocation-pipeline,"
-    f"func.func(convert-linalg-to-affine-loops,affine-super-vectorize{{virtual-vector-size={LANES}}},lower-affine),"
+    "func.func(convert-linalg-to-affine-loops))"
+)
+PIPELINE_FROM_LOOPS = (
+    "builtin.module("
+    f"func.func(affine-super-vectorize{{virtual-vector-size={LANES}}},lower-affine),"
     "convert-math-to-llvm,convert-math-to-libm,func.func(convert-vector-to-scf),lower-affine,"
     "convert-scf-to-cf,convert-vector-to-llvm,"
     "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-arith-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
 )
+PIPELINE = f"{PIPELINE_TO_LOOPS} bool-buffers-as-bytes {PIPELINE_FROM_LOOPS}"  # for the cache key
 # Rewrites of the imported module before PIPELINE, and of the programs'
 # source (Note [Innermost reductions in lanes]) and of its arguments (Note
 # [Bool tensors cross the kernel boundary as bytes], kernel.py): part of
@@ -163,10 +173,15 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
                 op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             expand_f32_exp(module)
             drop_float_reciprocal_asserts(module)
-            PassManager.parse(PIPELINE).run(module.operation)
+            PassManager.parse(PIPELINE_TO_LOOPS).run(module.operation)
+            # Note [Bool buffers of a kernel in bytes]
+            module = _byte_bools.rewrite(module)
+            PassManager.parse(PIPELINE_FROM_LOOPS).run(module.operation)
         _check_runtime_calls(module)
         engine = ExecutionEngine(module, opt_level=3, enable_object_dump=True)
         engine.dump_to_object_file(object_path)
+    except _byte_bools.ByteBoolsError as e:
+        raise MLIRCompileError(f"its bool buffers cannot be kept in bytes ({e})") from e
     except Exception as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         detail = f": {diagnostics[-1]}" if diagnostics else ""
