@@ -251,16 +251,17 @@ def llama() -> torch.nn.Module:
     return LlamaForCausalLM(config)
 
 
-@pytest.mark.parametrize("model_name", ["llama", "bert"])
+@pytest.mark.parametrize("model_name", ["llama", "bert", "gpt2"])
 def test_compiled_training_follows_eager(model_name):
     # torch.compile of a language model's training step on npu (the graph
     # plugin): SDPA's backward (Note [Layout copies]), the embedding's
     # backward (Note [Scatters run as extern kernels]), attention masks and
     # cross-entropy (Note [Bool buffers of a kernel in bytes]: compiled BERT
-    # trained to losses of 0.02 for 4.58 without it) all compile, and the
+    # trained to losses of 0.02 for 4.58 without it), GPT-2's split of its
+    # fused qkv projection all compile, and the
     # losses follow eager npu's step by step. Kernels MLIR cannot build run
     # their aten ops eagerly with a warning, which is allowed.
-    make = {"llama": llama, "bert": lambda: bert(0.0)}[model_name]
+    make = {"llama": llama, "bert": lambda: bert(0.0), "gpt2": lambda: gpt2(0.0)}[model_name]
     ids = torch.randint(1, VOCAB, (2, 16), generator=torch.Generator().manual_seed(2)).npu()
 
     def train(compiled: bool) -> list[float]:

@@ -54,6 +54,8 @@ class Program:
 _VIEW_OPS = {
     "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "squeeze",
     "unsqueeze", "slice", "select", "as_strided", "alias", "clone", "_to_copy",
+    # views with several results, read through getitem
+    "split", "split_with_sizes", "unbind", "chunk",
 }
 
 
@@ -399,7 +401,8 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             need(source, depth + 1)  # Note [Values passed through control dependencies]
         elif n.op != "call_function":
             raise UnmappableGroup(f"{n.format_node()} is not among the group's inputs")
-        elif n not in origins and n not in outputs and _op_name(n) not in _VIEW_OPS:
+        elif (n not in origins and n not in outputs and _op_name(n) not in _VIEW_OPS
+              and n.target is not operator.getitem):
             if n in available:
                 inputs.append(n)
             else:
