@@ -1,4 +1,6 @@
-"""The post-grad graph pass Inductor runs on npu graphs.
+"""The post-grad graph passes Inductor runs on npu graphs (NPUPostGradPass):
+scaled softmaxes as eager computes them (_scaled_softmax.py), then mean and
+var_mean spelled out.
 
 ``mean`` is lowered by Inductor to a sum buffer and a division; ``var_mean``
 (and ``var``) are lowered by Inductor to Welford reductions,
@@ -17,6 +19,8 @@ from typing import Any
 import torch
 import torch.fx
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+from ._scaled_softmax import restore_scaled_softmax
 
 aten = torch.ops.aten
 
@@ -108,6 +112,20 @@ class DecomposeVarMean(CustomGraphModulePass):
     def uuid(self) -> Any:
         # Inductor's FX graph cache keys on this: it hashes the npu backend's
         # sources, so cached wrapper code is never that of an older backend.
+        return _backend_source_hash()
+
+
+class NPUPostGradPass(CustomGraphModulePass):
+    """Every post-grad rewrite of npu graphs, in order: scaled softmaxes
+    without Inductor's finite-rows guard (Note [Scaled softmax without the
+    finite-rows guard]), then :class:`DecomposeVarMean` (which lints and
+    recompiles the module)."""
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        restore_scaled_softmax(gm.graph)
+        DecomposeVarMean()(gm)
+
+    def uuid(self) -> Any:
         return _backend_source_hash()
 
 
