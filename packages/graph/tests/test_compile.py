@@ -174,6 +174,22 @@ def test_matmul_epilogue():
 
 
 @needs_mlir
+def test_gelu_backward_shares_its_gaussian_with_erf():
+    # Note [GELU's Gaussian computed once]: erf(x / sqrt(2)) takes its
+    # exponential in the same ops as the backward's exp(-x * x / 2).
+    x = _npu(4, 16, 96) * 3
+    x[0, 0, :4] = torch.tensor([0.0, -0.0, 1e-6, -9.0])
+    g = _npu(4, 16, 96)
+    codes = _check(lambda g, x: torch.ops.aten.gelu_backward(g, x), g, x, atol=1e-5, rtol=1e-5)
+    assert "_erf_of_scaled(" in "\n".join(codes)
+    # exact GELU forward and its gradient through autograd
+    w = x.detach().requires_grad_()
+    expected = torch.autograd.grad(torch.nn.functional.gelu(w).sum(), w)[0]
+    compiled = torch.compile(lambda w: torch.autograd.grad(torch.nn.functional.gelu(w).sum(), w)[0])
+    torch.testing.assert_close(compiled(w), expected, atol=1e-5, rtol=1e-5)
+
+
+@needs_mlir
 @pytest.mark.parametrize("op", ["sum", "amax", "amin", "any"])
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_innermost_reductions_in_lanes(op, keepdim):
