@@ -143,8 +143,9 @@ def test_scaled_softmax_guard_left_when_branches_differ():
         return torch.where(finite, stable, original)
 
     x = torch.randn(3, 8)
+    decompositions = torch._decomp.core_aten_decompositions()
     for stable_scale, replaced in ((4.0, 1), (2.0, 0)):
-        gm = make_fx(lambda x: guarded(x, stable_scale), decomposition_table=torch._decomp.core_aten_decompositions())(x)
+        gm = make_fx(lambda x: guarded(x, stable_scale), decomposition_table=decompositions)(x)
         wheres = [n for n in gm.graph.nodes if n.target is torch.ops.aten.where.self]
         assert len(wheres) == 1
         assert restore_scaled_softmax(gm.graph) == replaced
