@@ -94,6 +94,66 @@ def test_softmax():
     _check(lambda x: torch.softmax(x, -1), x, atol=1e-5, rtol=1e-4)
 
 
+def _nonfinite_scores(*shape):
+    # Rows of a (..., rows, columns) tensor: all -inf (a fully masked
+    # attention row), one -inf entry, a nan, a +inf, and large values.
+    x = _npu(*shape)
+    x[..., 0, :] = float("-inf")
+    x[..., 1, 3] = float("-inf")
+    x[..., 2, 5] = float("nan")
+    x[..., 3, 1] = float("inf")
+    x[..., 4, :] *= 1e4
+    return x
+
+
+@needs_mlir
+@pytest.mark.parametrize("scale", ["div", "mul", "mul_negative"])
+def test_scaled_softmax_matches_eager_on_nonfinite_rows(scale):
+    # Note [Scaled softmax without the finite-rows guard]: the kernel
+    # computes softmax(x / c) as eager does, without Inductor's per-row
+    # finiteness test and second amax.
+    fn = {
+        "div": lambda x: torch.softmax(x / 5.65, dim=-1),
+        "mul": lambda x: torch.softmax(x * 0.125, dim=-1),
+        "mul_negative": lambda x: torch.softmax(x * -0.3, dim=-1),
+    }[scale]
+    x = _nonfinite_scores(2, 4, 16, 64)
+    expected = fn(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", npu_compile.NPUKernelFallbackWarning)
+        actual, codes = run_and_get_code(torch.compile(fn), x)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-4, equal_nan=True)
+    # (assert_close compared the nans too; a row of all -inf or +inf is nan.)
+    assert actual[..., 0, :].isnan().all()
+    program = "\n".join(codes)
+    assert "amax" in program and "where" not in program and "logical_not" not in program
+
+
+def test_scaled_softmax_guard_left_when_branches_differ():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_npu.graph.compile._scaled_softmax import restore_scaled_softmax
+
+    def guarded(x, stable_scale):
+        scaled = x / 4.0
+        original = scaled - scaled.amax(-1, keepdim=True)
+        signed = x * 1
+        stable = (signed - signed.amax(-1, keepdim=True)) / stable_scale
+        finite = torch.isfinite(scaled).all(-1, keepdim=True)
+        return torch.where(finite, stable, original)
+
+    x = torch.randn(3, 8)
+    decompositions = torch._decomp.core_aten_decompositions()
+    for stable_scale, replaced in ((4.0, 1), (2.0, 0)):
+        gm = make_fx(lambda x: guarded(x, stable_scale), decomposition_table=decompositions)(x)
+        wheres = [n for n in gm.graph.nodes if n.target is torch.ops.aten.where.self]
+        assert len(wheres) == 1
+        assert restore_scaled_softmax(gm.graph) == replaced
+        gm.recompile()
+        assert any(n.target is torch.ops.aten.where.self for n in gm.graph.nodes) == (replaced == 0)
+        torch.testing.assert_close(gm(x), guarded(x, stable_scale))
+
+
 def test_layer_norm_and_var_mean():
     # var_mean is spelled out by the npu post-grad pass (_passes.py).
     x, w, b = _npu(8, 64), _npu(64), _npu(64)
@@ -112,6 +172,22 @@ def test_matmul_epilogue():
     x, w, b = _npu(16, 32), _npu(32, 24), _npu(24)
     codes = _check(lambda x, w, b: torch.nn.functional.gelu(x @ w + b), x, w, b, atol=1e-4, rtol=1e-4)
     assert "mlir_fused" in codes[0]
+
+
+@needs_mlir
+def test_gelu_backward_shares_its_gaussian_with_erf():
+    # Note [GELU's Gaussian computed once]: erf(x / sqrt(2)) takes its
+    # exponential in the same ops as the backward's exp(-x * x / 2).
+    x = _npu(4, 16, 96) * 3
+    x[0, 0, :4] = torch.tensor([0.0, -0.0, 1e-6, -9.0])
+    g = _npu(4, 16, 96)
+    codes = _check(lambda g, x: torch.ops.aten.gelu_backward(g, x), g, x, atol=1e-5, rtol=1e-5)
+    assert "_erf_of_scaled(" in "\n".join(codes)
+    # exact GELU forward and its gradient through autograd
+    w = x.detach().requires_grad_()
+    expected = torch.autograd.grad(torch.nn.functional.gelu(w).sum(), w)[0]
+    compiled = torch.compile(lambda w: torch.autograd.grad(torch.nn.functional.gelu(w).sum(), w)[0])
+    torch.testing.assert_close(compiled(w), expected, atol=1e-5, rtol=1e-5)
 
 
 @needs_mlir
@@ -492,6 +568,22 @@ def test_outer_split_not_used_where_rows_are_not_independent(_two_threads, case)
     else:
         fn, args = (lambda x: x.exp() * 2), (_npu(30, 20),)
     assert _split_launches(fn, *args, atol=1e-4, rtol=1e-5) == 0
+
+
+@needs_mlir
+def test_outer_split_blocks_run_on_torchs_openmp_runtime(_two_threads):
+    # The launcher runs blocks with at::parallel_for on the OpenMP team of
+    # the stream's thread, through torch's own libgomp: a second OpenMP
+    # runtime in the process would bring a second team of threads.
+    from torch_npu.graph.compile import _launch
+
+    assert _launch.RUNS_BLOCKS_IN_PARALLEL
+    x = _npu(64, 1024)
+    assert _split_launches(lambda x: x.exp() * 2 + x, x, atol=1e-4, rtol=1e-5) >= 1
+    with open("/proc/self/maps") as f:
+        runtimes = {line.split()[-1] for line in f if re.search(r"lib(g|i)?omp[^/]*\.so", line)}
+    torch_lib = os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "lib"))
+    assert runtimes and all(os.path.dirname(os.path.realpath(r)) == torch_lib for r in runtimes), runtimes
 
 
 @needs_mlir

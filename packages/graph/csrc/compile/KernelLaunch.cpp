@@ -16,20 +16,22 @@
 // A kernel split along its outermost dimension (Note [Outer-dimension split
 // of MLIR kernels], _outer_split.py) comes as blocks: a function per block
 // compiled for the block's row count, and which tensors are split. Each
-// block's call gets descriptors whose data pointers start at its first row;
-// the blocks run inside the one work item, on its thread and on helper tasks
-// of torch's inter-op pool, so the item completes after all of them (stream
-// order is unchanged); Python makes no more blocks than
-// torch.get_num_threads().
+// block's call gets descriptors whose data pointers start at its first row.
+// The blocks run inside the one work item through at::parallel_for, that is
+// on the OpenMP team of the stream's worker thread: the team eager ATen
+// kernels on that stream use, whose idle threads libgomp keeps spinning, so
+// handing a block over costs no wake-up. The item completes after all of
+// them (stream order is unchanged). This module is compiled with -fopenmp
+// and linked against torch's own libgomp (CMakeLists.txt): a second OpenMP
+// runtime would keep a team of its own beside torch's, its threads competing
+// with torch's for the CPUs. Built without OpenMP (torch ships no libgomp),
+// at::parallel_for runs the blocks one after another, and
+// RUNS_BLOCKS_IN_PARALLEL tells Python not to split kernels at all.
 #include <ATen/Parallel.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <array>
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -132,58 +134,20 @@ struct KernelWork {
       run_block(blocks[0], offset);
       return;
     }
-    run_blocks_shared(offset);
+    run_blocks_parallel(offset);
   }
 
-  // The blocks are taken one at a time, from a shared counter, by this
-  // thread and by helper tasks on torch's inter-op pool (at::launch; its
-  // worker threads exist once, so no thread is made per launch). This
-  // thread waits only for blocks a helper has taken: a helper the pool
-  // starts late (its threads busy) finds no block left and returns without
-  // touching the work item, so a busy pool costs parallelism, never a
-  // deadlock. (at::parallel_for would be the natural call, but ATen's
-  // OpenMP backend is a header-inline #pragma, which runs sequentially in a
-  // module not built with OpenMP, and this one is not.)
-  void run_blocks_shared(intptr_t offset) const {
-    struct Shared {
-      const KernelWork* work;
-      intptr_t offset;
-      size_t total;
-      std::atomic<size_t> next{0};
-      std::mutex mutex;
-      std::condition_variable all_done;
-      size_t done = 0;
-      std::exception_ptr error;
-
-      // Runs blocks until none is left.
-      void drain() {
-        for (size_t i = next.fetch_add(1); i < total; i = next.fetch_add(1)) {
-          try {
-            work->run_block(work->blocks[i], offset);
-          } catch (...) {
-            std::lock_guard<std::mutex> lock(mutex);
-            error = std::current_exception();
-          }
-          std::lock_guard<std::mutex> lock(mutex);
-          if (++done == total) {
-            all_done.notify_all();
-          }
-        }
+  // One block per task of at::parallel_for (grain 1): with T threads in the
+  // team each takes ceil(blocks / T) consecutive blocks, and Python makes no
+  // more blocks than torch.get_num_threads(). at::parallel_for runs the
+  // blocks inline when the caller is already inside a parallel region or
+  // torch may use one thread, and rethrows a block's exception here.
+  void run_blocks_parallel(intptr_t offset) const {
+    at::parallel_for(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        run_block(blocks[i], offset);
       }
-    };
-    auto shared = std::make_shared<Shared>();
-    shared->work = this;
-    shared->offset = offset;
-    shared->total = blocks.size();
-    for (size_t h = 1; h < blocks.size(); ++h) {
-      at::launch([shared] { shared->drain(); });
-    }
-    shared->drain();
-    std::unique_lock<std::mutex> lock(shared->mutex);
-    shared->all_done.wait(lock, [&] { return shared->done == shared->total; });
-    if (shared->error) {
-      std::rethrow_exception(shared->error);
-    }
+    });
   }
 };
 
@@ -253,6 +217,11 @@ void launch_kernel(
 PYBIND11_MODULE(_launch, m) {
   m.doc() = "Launches MLIR-compiled kernels as device work on npu streams.";
   m.attr("MAX_KERNEL_ARGS") = kMaxArgs;
+#ifdef _OPENMP
+  m.attr("RUNS_BLOCKS_IN_PARALLEL") = true;
+#else
+  m.attr("RUNS_BLOCKS_IN_PARALLEL") = false;
+#endif
   m.def("launch_kernel", &launch_kernel, py::arg("name"), py::arg("fn"), py::arg("tensors"),
         py::arg("num_inputs"), py::arg("stream_id"), py::arg("device_index"),
         py::arg("blocks") = std::vector<std::tuple<uintptr_t, int64_t, int64_t>>{},

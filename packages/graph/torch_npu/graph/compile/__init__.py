@@ -79,7 +79,7 @@ def register() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
     from ._device import NPUDeviceOpOverrides, NPUInterface
-    from ._passes import DecomposeVarMean
+    from ._passes import NPUPostGradPass
     from ._scheduling import MLIRScheduling
     from ._wrapper import NPUWrapperCodegen
 
@@ -88,7 +88,7 @@ def register() -> None:
     _add_config_option()
     register_interface_for_device("npu", NPUInterface)
     register_device_op_overrides("npu", NPUDeviceOpOverrides())
-    register_backend_for_device("npu", MLIRScheduling, NPUWrapperCodegen, device_custom_pass=DecomposeVarMean())
+    register_backend_for_device("npu", MLIRScheduling, NPUWrapperCodegen, device_custom_pass=NPUPostGradPass())
     from . import _reduce_overhead
 
     _reduce_overhead.install()  # mode="reduce-overhead": NPUGraphs

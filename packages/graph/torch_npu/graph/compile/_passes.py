@@ -1,4 +1,7 @@
-"""The post-grad graph pass Inductor runs on npu graphs.
+"""The post-grad graph passes Inductor runs on npu graphs (NPUPostGradPass):
+scaled softmaxes as eager computes them (_scaled_softmax.py), scatter-like
+ops as extern kernels (_extern_scatters.py), then mean and var_mean spelled
+out.
 
 ``mean`` is lowered by Inductor to a sum buffer and a division; ``var_mean``
 (and ``var``) are lowered by Inductor to Welford reductions,
@@ -19,6 +22,7 @@ import torch.fx
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
 from ._extern_scatters import run_scatters_as_externs
+from ._scaled_softmax import restore_scaled_softmax
 
 aten = torch.ops.aten
 
@@ -54,12 +58,10 @@ def _fake(target: Any, *args: Any) -> Any:
 
 class DecomposeVarMean(CustomGraphModulePass):
     """mean -> sum, div; var_mean / var -> sum, div, sub, mul, sum, div (see
-    the module's docstring); and scatter-like ops become extern kernels
-    (Note [Scatters run as extern kernels], _extern_scatters.py)."""
+    the module's docstring)."""
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         graph = gm.graph
-        run_scatters_as_externs(graph)  # Note [Scatters run as extern kernels]
         for node in list(graph.nodes):
             if node.target is aten.mean.dim:
                 _decompose_mean(graph, node)
@@ -112,6 +114,22 @@ class DecomposeVarMean(CustomGraphModulePass):
     def uuid(self) -> Any:
         # Inductor's FX graph cache keys on this: it hashes the npu backend's
         # sources, so cached wrapper code is never that of an older backend.
+        return _backend_source_hash()
+
+
+class NPUPostGradPass(CustomGraphModulePass):
+    """Every post-grad rewrite of npu graphs, in order: scaled softmaxes
+    without Inductor's finite-rows guard (Note [Scaled softmax without the
+    finite-rows guard]), scatter-like ops as extern kernels (Note [Scatters
+    run as extern kernels]), then :class:`DecomposeVarMean` (which lints and
+    recompiles the module)."""
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        restore_scaled_softmax(gm.graph)
+        run_scatters_as_externs(gm.graph)  # Note [Scatters run as extern kernels]
+        DecomposeVarMean()(gm)
+
+    def uuid(self) -> Any:
         return _backend_source_hash()
 
 

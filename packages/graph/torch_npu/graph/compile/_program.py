@@ -334,8 +334,9 @@ def _extern_input_origin(buffer: Any) -> torch.fx.Node | None:
     return candidates[0] if len(set(candidates)) == 1 else None
 
 
-def _call(node: torch.fx.Node, args: list[str]) -> str:
-    """The source of one op's call, with the rewrites torch-mlir needs."""
+def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str]) -> str:
+    """The source of one op's call, with the rewrites torch-mlir needs
+    (``names``: the program's names of the values computed so far)."""
     target = node.target
     name = f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
     exponent = node.args[1] if target is torch.ops.aten.pow.Tensor_Scalar and not node.kwargs else None
@@ -352,6 +353,12 @@ def _call(node: torch.fx.Node, args: list[str]) -> str:
             and value.dtype in (torch.float32, torch.float16, torch.bfloat16)):
         # MLIR lowers math.erf to a scalar libm call per element (~6x slower
         # than ATen's); a polynomial vectorises.
+        source = node.args[0]
+        if (isinstance(source, torch.fx.Node) and source.target is torch.ops.aten.mul.Tensor
+                and not source.kwargs and len(source.args) == 2 and source.args[1] == _SQRT1_2
+                and source.args[0] in names):
+            # Note [GELU's Gaussian computed once]
+            return f"_erf_of_scaled({args[0]}, {names[source.args[0]]})"
         return f"_erf({args[0]})"
     if _lanes.is_lane_reduction(node):
         # Note [Innermost reductions in lanes]
@@ -448,7 +455,7 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
         uses = names if is_view else as_bool
         args = [printer.value(a, uses) for a in n.args]
         args += [f"{k}={printer.value(v, uses)}" for k, v in n.kwargs.items()]
-        call = _call(n, args)
+        call = _call(n, args, uses)
         if _is_bool(n) and not is_view:
             call = f"torch.ops.aten._to_copy.default({call}, dtype=torch.uint8)"
         lines.append(f"    v{i} = {call}")
@@ -495,16 +502,42 @@ _ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 def _erf(x: torch.Tensor) -> torch.Tensor:
     """erf for float32 and narrower, in vectorisable aten ops."""
     aten = torch.ops.aten
+    return _erf_from(x, aten.exp.default(aten.neg.default(aten.mul.Tensor(x, x))))
+
+
+# Note [GELU's Gaussian computed once]
+# GELU's backward needs erf(x / sqrt(2)) and the Gaussian exp(-x * x / 2),
+# and the polynomial erf computes exp(-z * z) for z = x / sqrt(2): the same
+# value, which Inductor's decomposition spells exp(mul(mul(x, x), -0.5)).
+# So an erf of mul(x, 1 / sqrt(2)) computes its exponential from x in
+# exactly those ops (_erf_of_scaled): the kernel's fused loop body then
+# holds two identical chains, which LLVM computes once, and the backward's
+# two exps become one. The exponent differs from -z * z only in rounding
+# (about one float32 ulp of the argument, far inside the polynomial's own
+# error).
+_SQRT1_2 = 0.7071067811865476
+
+
+def _erf_of_scaled(z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """erf(z) for z = x / sqrt(2) (float32 and narrower), its exponential
+    computed from x (Note [GELU's Gaussian computed once])."""
+    aten = torch.ops.aten
+    return _erf_from(z, aten.exp.default(aten.mul.Tensor(aten.mul.Tensor(x, x), -0.5)))
+
+
+def _erf_from(x: torch.Tensor, gaussian: torch.Tensor) -> torch.Tensor:
+    """erf(x) by Abramowitz & Stegun 7.1.26, given exp(-x * x)."""
+    aten = torch.ops.aten
     t = aten.reciprocal.default(aten.add.Tensor(aten.mul.Tensor(aten.abs.default(x), _ERF_P), 1.0))
     poly = aten.mul.Tensor(t, _ERF_A[4])
     for a in reversed(_ERF_A[:4]):
         poly = aten.mul.Tensor(aten.add.Tensor(poly, a), t)
-    tail = aten.mul.Tensor(poly, aten.exp.default(aten.neg.default(aten.mul.Tensor(x, x))))
+    tail = aten.mul.Tensor(poly, gaussian)
     return aten.mul.Tensor(aten.sign.default(x), aten.rsub.Scalar(tail, 1.0))
 
 
 def compile_program(source: str) -> Any:
     """The program's function from its source."""
-    scope: dict[str, Any] = {"torch": torch, "_erf": _erf, **_lanes.scope()}
+    scope: dict[str, Any] = {"torch": torch, "_erf": _erf, "_erf_of_scaled": _erf_of_scaled, **_lanes.scope()}
     exec(compile(source, "<npu kernel program>", "exec"), scope)  # noqa: S102
     return scope["program"]

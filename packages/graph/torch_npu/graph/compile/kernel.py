@@ -170,7 +170,11 @@ class MLIRKernel:
     def _compile_split(self, geometry: Any, inputs: Any, outputs: Any, symbols: list[int]) -> SplitKernel | None:
         """The kernel as blocks of rows, or None where it runs as one call
         (Note [Outer-dimension split of MLIR kernels])."""
-        plan = _outer_split.plan_split(self.program, inputs, outputs, symbols, torch.get_num_threads())
+        from . import _launch
+
+        # A launcher built without OpenMP would run the blocks one after another.
+        threads = torch.get_num_threads() if _launch.RUNS_BLOCKS_IN_PARALLEL else 1
+        plan = _outer_split.plan_split(self.program, inputs, outputs, symbols, threads)
         if plan is None:
             return None
         self._checked(None, inputs, outputs, symbols)
