@@ -83,5 +83,16 @@ def run_scatters_as_externs(graph: torch.fx.Graph) -> None:
     """Replaces every scatter-like op of ``graph`` with its ``npu_inductor``
     twin (Note [Scatters run as extern kernels])."""
     for node in graph.nodes:
-        if node.op == "call_function" and node.target in _SCATTERS:
+        if node.op == "call_function" and node.target in _SCATTERS and _on_one_device(node):
             node.target = _extern_for(node.target)
+
+
+def _on_one_device(node: torch.fx.Node) -> bool:
+    """Whether every tensor ``node`` reads is on one device: aten's index ops
+    accept indices on the CPU, an op of another namespace does not."""
+    devices = set()
+    for arg in node.all_input_nodes:
+        value = arg.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            devices.add(value.device)
+    return len(devices) == 1

@@ -37,7 +37,7 @@ def _decompose_mean(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
     dims = node.args[1]
     dims = list(range(value.dim())) if dims is None else [d % max(value.dim(), 1) for d in dims]
     keepdim = node.args[2] if len(node.args) > 2 else False
-    count = math.prod(value.shape[d] for d in dims)
+    count = math.prod(value.shape[d] for d in dims) if value.dim() else 1  # a 0-d tensor: dim 0 is itself
     if not isinstance(count, int) or count == 0:
         return
     fake_mode = torch._guards.detect_fake_mode([value])
@@ -79,7 +79,7 @@ class DecomposeVarMean(CustomGraphModulePass):
             correction = node.kwargs.get("correction", 1)
             correction = 1 if correction is None else correction
             keepdim = node.kwargs.get("keepdim", False)
-            count = math.prod(value.shape[d] for d in dims)
+            count = math.prod(value.shape[d] for d in dims) if value.dim() else 1  # a 0-d tensor: dim 0 is itself
             if not isinstance(count, int) or not isinstance(correction, (int, float)):
                 continue  # symbolic sizes: left to Inductor
             fake_mode = torch._guards.detect_fake_mode([value])
