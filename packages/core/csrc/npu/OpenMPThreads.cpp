@@ -1,8 +1,10 @@
 #include "npu/OpenMPThreads.h"
 
+#include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -30,10 +32,11 @@ constexpr int kOmpPauseSoft = 1;
 constexpr int64_t kMinReleaseIntervalNs = 10'000'000;
 constexpr int64_t kReleaseCostFactor = 20;
 constexpr int64_t kSampleIntervalNs = 100'000'000;
-// Others' busy CPUs above which idle workers sleep, and below which they
-// spin again.
-constexpr double kContendedAbove = 0.5;
-constexpr double kFreeBelow = 0.25;
+// Idle workers sleep once the CPUs others leave free are fewer than a team
+// needs by more than kContendedBy, and spin again once they are short by
+// less than kFreeBy.
+constexpr double kContendedBy = 0.5;
+constexpr double kFreeBy = 0.25;
 
 void* find_symbol(const char* name) {
   void* symbol = dlsym(RTLD_DEFAULT, name);
@@ -69,20 +72,29 @@ int64_t now_ns() {
       .count();
 }
 
+// For the per-launch check whether a release or a sample is due: a few
+// nanoseconds instead of ~20 (no TSC read), a few ms resolution.
+int64_t coarse_now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
 // ---------------------------------------------------------------------------
 // 1. The launching thread's idle team
 
 // Per thread: a team belongs to the thread that ran the parallel region.
 thread_local int64_t tls_next_release_ns = 0;
 
-void release_idle_team(int64_t now) {
-  if (now < tls_next_release_ns) {
+void release_idle_team(int64_t coarse_now) {
+  if (coarse_now < tls_next_release_ns) {
     return;
   }
+  const int64_t start = now_ns();
   // Fails (nonzero) inside a parallel region, where the team is in use.
   gomp().pause_all(kOmpPauseSoft);
-  const int64_t end = now_ns();
-  tls_next_release_ns = end + kMinReleaseIntervalNs + kReleaseCostFactor * (end - now);
+  const int64_t took = now_ns() - start;
+  tls_next_release_ns = coarse_now + kMinReleaseIntervalNs + kReleaseCostFactor * took;
 }
 
 // ---------------------------------------------------------------------------
@@ -200,16 +212,17 @@ class ContentionSampler {
     return *sampler;
   }
 
-  void maybe_sample(int64_t now) {
-    if (now < next_ns_.load(std::memory_order_relaxed) ||
+  void maybe_sample(int64_t coarse_now) {
+    if (coarse_now < next_ns_.load(std::memory_order_relaxed) ||
         g_contention_for_testing.load(std::memory_order_relaxed) >= 0) {
       return;
     }
     std::unique_lock lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock() || now < next_ns_.load(std::memory_order_relaxed)) {
+    if (!lock.owns_lock() || coarse_now < next_ns_.load(std::memory_order_relaxed)) {
       return;
     }
-    next_ns_.store(now + kSampleIntervalNs, std::memory_order_relaxed);
+    next_ns_.store(coarse_now + kSampleIntervalNs, std::memory_order_relaxed);
+    const int64_t now = now_ns();
     const int64_t busy = machine_busy_ns();
     const int64_t own = own_cpu_ns();
     if (busy < 0) {
@@ -218,10 +231,13 @@ class ContentionSampler {
     if (last_wall_ns_ != 0 && now > last_wall_ns_) {
       const double others = static_cast<double>((busy - last_busy_ns_) - (own - last_own_ns_)) /
           static_cast<double>(now - last_wall_ns_);
-      if (!throttled_ && others > kContendedAbove) {
+      // The launching thread's intra-op thread count stands for a kernel
+      // team's (a stream's worker takes torch's as it starts).
+      const double short_by = others - (cpus_ - at::get_num_threads());
+      if (!throttled_ && short_by > kContendedBy) {
         throttled_ = true;
         WaitThrottle::get().want(true);
-      } else if (throttled_ && others < kFreeBelow) {
+      } else if (throttled_ && short_by < kFreeBy) {
         throttled_ = false;
         WaitThrottle::get().want(false);
       }
@@ -240,6 +256,7 @@ class ContentionSampler {
   }
 
  private:
+  const int cpus_ = available_cpus();
   std::atomic<int64_t> next_ns_{0};
   std::mutex mutex_;
   bool throttled_ = false;
@@ -264,7 +281,7 @@ void prepare_launching_thread() noexcept {
   if (!enabled()) {
     return;
   }
-  const int64_t now = now_ns();
+  const int64_t now = coarse_now_ns();
   release_idle_team(now);
   ContentionSampler::get().maybe_sample(now);
 }

@@ -44,9 +44,11 @@ namespace c10_npu {
 //    which makes libgomp's count exceed the CPUs; it releases the team
 //    once the CPUs are free again. Whether they are is sampled at most
 //    every 100 ms by a launching thread: the machine's busy CPU time
-//    (/proc/stat, steal included) minus this process's own (getrusage);
-//    above half a CPU used by others the waits are throttled, below a
-//    quarter they spin again.
+//    (/proc/stat, steal included) minus this process's own (getrusage).
+//    Once the CPUs others leave free are fewer than torch's intra-op thread
+//    count by more than half a CPU, the waits are throttled (on 2 CPUs with
+//    2 threads: others use more than half a CPU); once short by less than
+//    a quarter, they spin again.
 //
 // Both act only if the process's OpenMP runtime is libgomp with
 // omp_pause_resource_all (looked up at run time: another runtime or an
