@@ -37,6 +37,10 @@ constexpr int64_t kSampleIntervalNs = 100'000'000;
 // less than kFreeBy.
 constexpr double kContendedBy = 0.5;
 constexpr double kFreeBy = 0.25;
+// Spinning on contended CPUs costs 10-30x, sleeping workers on free ones
+// ~2x: the waits sleep after one contended sample and spin again only after
+// this many free ones in a row (1 s), as other work comes in bursts.
+constexpr int kFreeSamplesToSpin = 10;
 
 void* find_symbol(const char* name) {
   void* symbol = dlsym(RTLD_DEFAULT, name);
@@ -234,10 +238,11 @@ class ContentionSampler {
       // The launching thread's intra-op thread count stands for a kernel
       // team's (a stream's worker takes torch's as it starts).
       const double short_by = others - (cpus_ - at::get_num_threads());
+      free_samples_ = short_by < kFreeBy ? free_samples_ + 1 : 0;
       if (!throttled_ && short_by > kContendedBy) {
         throttled_ = true;
         WaitThrottle::get().want(true);
-      } else if (throttled_ && short_by < kFreeBy) {
+      } else if (throttled_ && free_samples_ >= kFreeSamplesToSpin) {
         throttled_ = false;
         WaitThrottle::get().want(false);
       }
@@ -252,6 +257,7 @@ class ContentionSampler {
   void set_state(bool throttled) {
     std::lock_guard lock(mutex_);
     throttled_ = throttled;
+    free_samples_ = 0;
     last_wall_ns_ = 0;
   }
 
@@ -260,6 +266,7 @@ class ContentionSampler {
   std::atomic<int64_t> next_ns_{0};
   std::mutex mutex_;
   bool throttled_ = false;
+  int free_samples_ = 0;
   int64_t last_wall_ns_ = 0;
   int64_t last_busy_ns_ = 0;
   int64_t last_own_ns_ = 0;

@@ -48,7 +48,9 @@ namespace c10_npu {
 //    Once the CPUs others leave free are fewer than torch's intra-op thread
 //    count by more than half a CPU, the waits are throttled (on 2 CPUs with
 //    2 threads: others use more than half a CPU); once short by less than
-//    a quarter, they spin again.
+//    a quarter for 1 s (ten samples in a row: other work comes in bursts,
+//    and spinning on busy CPUs costs 10-30x where sleeping on free ones
+//    costs ~2x), they spin again.
 //
 // Both act only if the process's OpenMP runtime is libgomp with
 // omp_pause_resource_all (looked up at run time: another runtime or an
