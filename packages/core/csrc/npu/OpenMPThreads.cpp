@@ -90,6 +90,10 @@ int64_t coarse_now_ns() {
 // Per thread: a team belongs to the thread that ran the parallel region.
 thread_local int64_t tls_next_release_ns = 0;
 
+// Whether idle workers are made to sleep (2.): releasing a team buys
+// nothing then.
+std::atomic<bool> g_waits_throttled{false};
+
 void release_idle_team(int64_t coarse_now) {
   if (coarse_now < tls_next_release_ns) {
     return;
@@ -138,6 +142,7 @@ class WaitThrottle {
       started_ = true;
     }
     wanted_ = throttled;
+    g_waits_throttled.store(throttled, std::memory_order_relaxed);
     cv_.notify_all();
   }
 
@@ -289,7 +294,9 @@ void prepare_launching_thread() noexcept {
     return;
   }
   const int64_t now = coarse_now_ns();
-  release_idle_team(now);
+  if (!g_waits_throttled.load(std::memory_order_relaxed)) {
+    release_idle_team(now);
+  }
   ContentionSampler::get().maybe_sample(now);
 }
 

@@ -30,6 +30,9 @@ namespace c10_npu {
 //    rate-limited per thread (at most one per 10 ms + 20x the last one's
 //    duration), so a program that alternates CPU ops and launches pays a
 //    few percent at most. libgomp can release only the caller's own team.
+//    While the waits are throttled (2.) nothing is released: the workers
+//    sleep anyway, and on a loaded machine a release and the restart cost
+//    milliseconds (a host op before every step: +1-3 ms per step).
 //
 // 2. Spinning assumes the team owns its CPUs. When other processes keep
 //    CPUs busy, a team member waits for one that is not running: the
