@@ -7,6 +7,7 @@
 #include "npu/NPUException.h"
 #include "npu/NPUFunctions.h"
 #include "npu/NPUGraphsUtils.h"
+#include "npu/OpenMPThreads.h"
 #include "npu/WorkAccesses.h"
 #include "npu/impl/AclInterface.h"
 
@@ -93,6 +94,10 @@ uint64_t launch_work(
         "does not have; this kernel has no CANN implementation yet.");
   }
   ensure_device_context(stream.device_index());
+  // Note [OpenMP teams of the host and device threads]: the kernel's
+  // parallel regions keep their workers spinning only if this thread's idle
+  // team does not count against the CPUs and no other process uses them.
+  prepare_launching_thread();
   if (const int runs = g_runs_for_testing.load(std::memory_order_relaxed); C10_UNLIKELY(runs != 1)) {
     ctx = new RepeatedWork{run, release, ctx, runs};
     run = &run_repeated;

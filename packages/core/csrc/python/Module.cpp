@@ -29,6 +29,7 @@
 #include "npu/NPUHostAllocator.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/OpenMPThreads.h"
 
 namespace py = pybind11;
 
@@ -287,6 +288,12 @@ PYBIND11_MODULE(_C, m) {
   // Note [Device work items run many times], tested: every launch runs its
   // item this many times (1: normal).
   m.def("_set_work_runs_for_testing", &set_work_runs_for_testing);
+  // Note [OpenMP teams of the host and device threads], tested.
+  m.def("_openmp_waits_adjustable", &openmp_waits_adjustable);
+  m.def("_reset_openmp_release_for_testing", &reset_openmp_release_for_testing);
+  m.def("_openmp_waits_throttled", &openmp_waits_throttled);
+  m.def("_set_cpu_contention_for_testing", &set_cpu_contention_for_testing,
+        py::call_guard<py::gil_scoped_release>());
   // Where the host reaches device memory on the simulator (device address +
   // offset; 0 without the checker). Benchmarks use it to time a host memcpy
   // between the very pages an npu copy uses.

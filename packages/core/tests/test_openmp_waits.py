@@ -1,0 +1,109 @@
+"""Note [OpenMP teams of the host and device threads] (csrc/npu/OpenMPThreads.h):
+a thread that launches device work gives back its idle OpenMP team, and while
+other processes use the CPUs a parked team makes libgomp's idle workers sleep.
+Checked through the threads the process has, in fresh processes (each test's
+thread counts start from a known state); timing is benchmarks/' business
+(benchmarks/openmp_waits.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_npu  # noqa: F401
+
+pytestmark = pytest.mark.skipif(
+    not torch_npu._C._openmp_waits_adjustable() or torch.get_num_threads() < 2,
+    reason="needs libgomp with omp_pause_resource_all and at least 2 intra-op threads")
+
+_HELPERS = """
+import os, time, torch, torch_npu
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+def settle(expected):
+    # A released team's workers exit just after the release returns.
+    deadline = time.monotonic() + 10
+    while threads() != expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return threads()
+
+def stable():
+    # The thread count once nothing starts or ends any more.
+    count = -1
+    while count != threads():
+        count = threads()
+        time.sleep(0.05)
+    return count
+
+# No sampling of the CPUs' use: a loaded machine must not park a team
+# while a test counts threads.
+torch_npu._C._set_cpu_contention_for_testing(0)
+x = torch.randn(1 << 22)
+a = torch.randn(256, 256)
+ref = a @ a
+# The stream's worker thread and its OpenMP team exist from here on.
+assert torch.equal((a.npu() @ a.npu()).cpu(), ref)
+# torch.equal ran a parallel region here: the next launch gives back the team.
+torch_npu._C._reset_openmp_release_for_testing()
+torch.npu._sleep(0)
+torch.npu.synchronize()
+"""
+
+
+def test_a_launch_gives_back_the_launching_threads_idle_team(python_subprocess):
+    result = python_subprocess(_HELPERS + """
+team = torch.get_num_threads()
+before = stable()
+expected = (x + x).clone()           # a parallel region: this thread's team starts
+with_team = threads()
+torch_npu._C._reset_openmp_release_for_testing()
+torch.npu._sleep(0)                  # the launch releases it
+torch.npu.synchronize()
+after = settle(with_team - (team - 1))
+again = x + x                        # the next parallel region starts a team again
+print(team, before, with_team, after, torch.get_num_threads(), torch.equal(again, expected))
+""")
+    assert result.returncode == 0, result.stderr
+    team, before, with_team, after, team_after, same = result.stdout.split()
+    team, before, with_team, after = int(team), int(before), int(with_team), int(after)
+    assert with_team == before + team - 1
+    assert after == before
+    assert int(team_after) == team  # torch.get_num_threads is kept
+    assert same == "True"
+
+
+def test_a_user_thread_count_is_kept_across_releases(python_subprocess):
+    result = python_subprocess(_HELPERS + """
+torch.set_num_threads(2)
+x + x
+torch_npu._C._reset_openmp_release_for_testing()
+torch.npu._sleep(0)
+torch.npu.synchronize()
+print(torch.get_num_threads())
+""")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2"]
+
+
+def test_busy_cpus_make_idle_workers_sleep_and_free_cpus_spin(python_subprocess):
+    result = python_subprocess(_HELPERS + """
+cpus = len(os.sched_getaffinity(0))
+base = stable()
+torch_npu._C._set_cpu_contention_for_testing(1)
+throttled, parked = torch_npu._C._openmp_waits_throttled(), settle(base + cpus)
+same = torch.equal((a.npu() @ a.npu()).cpu(), ref)
+torch_npu._C._set_cpu_contention_for_testing(0)
+spinning, released = torch_npu._C._openmp_waits_throttled(), settle(base + 1)
+torch_npu._C._set_cpu_contention_for_testing(-1)
+print(cpus, base, throttled, parked, same, spinning, released)
+""")
+    assert result.returncode == 0, result.stderr
+    cpus, base, throttled, parked, same, spinning, released = result.stdout.split()
+    cpus, base = int(cpus), int(base)
+    # The parked thread and its team of one thread per CPU.
+    assert (throttled, int(parked)) == ("True", base + cpus)
+    assert same == "True"
+    # The team is released; the parked thread stays for the next time.
+    assert (spinning, int(released)) == ("False", base + 1)
