@@ -606,8 +606,10 @@ aclError DeviceMemory::exportPieces(uintptr_t p, uint64_t size, std::vector<Shar
           err != ACL_SUCCESS) {
         return err;
       }
-      allocation->second.shared = true;
     }
+    // Also in a heap that is the memfd throughout (checker, shared heap):
+    // freeing the allocation must revoke its keys.
+    allocation->second.shared = true;
     // Allocations start on a page and own whole pages: the pieces never
     // reach a neighbour.
     uint64_t bytes = 0;

@@ -133,8 +133,9 @@ class DeviceMemory {
   struct HeapAllocation {
     uint64_t size;    // requested
     uint64_t rounded; // pages taken from the memfd
-    // Exported through IPC: its pages are mapped from the memfd even when
-    // the rest of the heap is anonymous memory.
+    // Exported through IPC: freeing it revokes its keys, and its pages are
+    // mapped from the memfd even when the rest of the heap is anonymous
+    // memory.
     bool shared = false;
   };
   struct Mapping {
