@@ -11,9 +11,10 @@
 // chunks. Every rank combines the inputs in rank order, so all ranks get
 // bit-identical results, as with HCCL's deterministic mode.
 //
-// Where the kernel lets the ranks read each other's memory (cross-memory
-// attach), collectives skip the transfer buffers: each rank reads its
-// peers' device buffers directly (Note [Direct collectives] in
+// Where the kernel lets the ranks reach each other's memory, collectives
+// skip the transfer buffers: each rank reads its peers' device buffers
+// directly, through mappings of their device memory when every rank's heap
+// is shared, else with cross-memory attach (Note [Direct collectives] in
 // collective_comm.cpp); the results are the same bits.
 //
 // Point-to-point messages (HcclSend/HcclRecv/HcclBatchSendRecv) involve two
@@ -245,8 +246,9 @@ class Communicator {
   void ring();
 
   // Note [Direct collectives]
-  // At creation, after every rank attached: each rank tries to read every
-  // peer, and direct_ is set on all ranks alike when every rank can.
+  // At creation, after every rank attached: each rank tries to read (and
+  // map) every peer, and all ranks set transport_ alike, to the worst of
+  // their bests (direct_: anything but staging).
   HcclResult chooseTransport(double timeout_seconds, std::string* why);
   // Publishes this rank's device heap for the peers to map, when it is
   // shared (Note [Device heap kind]); before the joining meeting.
