@@ -17,8 +17,12 @@ of 7 trials that alternate between gloo, hccl and the memcpy.
 
 The memcpy is an npu-to-npu copy (`Tensor.copy_`), which the simulator runs
 as one host memcpy on one thread, as its HCCL moves data: it copies between
-buffers of the kind the collectives use (device memory: transparent huge
-pages), warm. A copy between CPU tensors (4 KiB pages) took 1.3 times as
+buffers of the kind the collectives use, warm. The ranks get the variables
+torchrun sets (WORLD_SIZE and so on), so their device memory is shared
+memory their peers map (NPU_SIM_DEVICE_HEAP=shared: 4 KiB pages, Note
+[Device heap kind]); with NPU_SIM_DEVICE_HEAP=private it is transparent
+huge pages, which copy faster at 256 MiB, and HCCL reads it with
+cross-memory attach. A copy between CPU tensors (4 KiB pages) took 1.3 times as
 long at 256 MiB (1.1 at 64 MiB) here with two ranks copying at once, which
 flattered hccl's ratio.
 
@@ -153,9 +157,13 @@ def main() -> None:
     args = parser.parse_args()
 
     def rank_env(rank: int) -> dict[str, str]:
+        # What torchrun tells its ranks; the simulator then gives each rank
+        # device memory its peers can map (Note [Device heap kind]).
+        launcher = {"RANK": str(rank), "WORLD_SIZE": str(args.ranks),
+                    "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(args.ranks)}
         if args.machines <= 1:
-            return dict(os.environ)
-        return {**os.environ, "NPU_SIM_HOST_ID": f"machine-{rank % args.machines}",
+            return {**os.environ, **launcher}
+        return {**os.environ, **launcher, "NPU_SIM_HOST_ID": f"machine-{rank % args.machines}",
                 "HCCL_IF_IP": "127.0.0.1"}
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -163,6 +163,14 @@ aclError npuSimRaceCheckSetSiteProvider(npuSimLaunchSiteFn provider);
 // Returns an HcclResult (0: success).
 int npuSimHcclCommIsDirect(void* comm, uint32_t* direct);
 
+// How the communicator `comm` (an HcclComm) moves collective data:
+// *transport = 1 through shared transfer buffers (staging), 2 reading the
+// peers' device buffers with cross-memory attach, 3 reading them through
+// mappings of the peers' device memory (the ranks' heaps are shared: Note
+// [Device heap kind] in config.cpp), 4 over TCP between machines. Note
+// [Direct collectives] in collective_comm.cpp. Returns an HcclResult.
+int npuSimHcclCommTransport(void* comm, uint32_t* transport);
+
 // Whether the ranks of the communicator `comm` (an HcclComm) meet over TCP
 // (*sockets = 1: they run on several machines, Note [Socket transport] in
 // socket_transport.cpp) or through shared memory of one machine (0).

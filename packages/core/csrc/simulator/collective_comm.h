@@ -11,9 +11,10 @@
 // chunks. Every rank combines the inputs in rank order, so all ranks get
 // bit-identical results, as with HCCL's deterministic mode.
 //
-// Where the kernel lets the ranks read each other's memory (cross-memory
-// attach), collectives skip the transfer buffers: each rank reads its
-// peers' device buffers directly (Note [Direct collectives] in
+// Where the kernel lets the ranks reach each other's memory, collectives
+// skip the transfer buffers: each rank reads its peers' device buffers
+// directly, through mappings of their device memory when every rank's heap
+// is shared, else with cross-memory attach (Note [Direct collectives] in
 // collective_comm.cpp); the results are the same bits.
 //
 // Point-to-point messages (HcclSend/HcclRecv/HcclBatchSendRecv) involve two
@@ -44,6 +45,7 @@
 #include <vector>
 
 #include "hccl_types.h"
+#include "peer_memory.h"
 
 namespace npu_sim {
 
@@ -84,6 +86,16 @@ std::string describe(const CollectiveDescriptor& d);
 // Whether two ranks' collectives can run together. The per-pair counts of
 // an all-to-all are checked apart.
 bool collectivesAgree(const CollectiveDescriptor& a, const CollectiveDescriptor& b);
+
+// How a communicator's collectives move data, from worst to best; the
+// values are npuSimHcclCommTransport's (npu_sim_ext.h). Note [Direct
+// collectives] in collective_comm.cpp.
+enum class Transport : uint32_t {
+  kStaging = 1,     // through the shared transfer buffers
+  kCrossMemory = 2, // reads of the peers' buffers with process_vm_readv
+  kMapped = 3,      // reads of the peers' buffers through mappings of their device memory
+  kSockets = 4,     // over TCP, between machines (Note [Socket transport])
+};
 
 // One message of a point-to-point exchange, at a host-accessible address.
 struct PeerMessage {
@@ -174,6 +186,10 @@ class Communicator {
   // collectives], collective_comm.cpp) rather than through the transfer
   // buffers; the same on every rank, decided when the communicator is made.
   bool direct() const { return direct_; }
+  // How collectives move data; decided when the communicator is made.
+  Transport transport() const {
+    return sockets_ != nullptr ? Transport::kSockets : transport_;
+  }
   // Whether the ranks meet over TCP (Note [Socket transport]), not through
   // a shared segment of one machine; decided when the communicator is made.
   bool usesSockets() const { return sockets_ != nullptr; }
@@ -230,9 +246,20 @@ class Communicator {
   void ring();
 
   // Note [Direct collectives]
-  // At creation, after every rank attached: each rank tries to read every
-  // peer, and direct_ is set on all ranks alike when every rank can.
+  // At creation, after every rank attached: each rank tries to read (and
+  // map) every peer, and all ranks set transport_ alike, to the worst of
+  // their bests (direct_: anything but staging).
   HcclResult chooseTransport(double timeout_seconds, std::string* why);
+  // Publishes this rank's device heap for the peers to map, when it is
+  // shared (Note [Device heap kind]); before the joining meeting.
+  void publishHeap();
+  // Maps every peer's device heap; false (and maps none) unless all are
+  // shared and the kernel lets this process map them.
+  bool mapPeerHeaps();
+  // Where [remote, remote + bytes) of rank r's process is in this one,
+  // through the mapping of r's device heap; null when it is not inside
+  // that heap (another kind of memory) or there is no mapping.
+  const char* peerView(uint32_t r, uintptr_t remote, size_t bytes) const;
   // Publishes this rank's buffers of the current collective for its peers
   // (host addresses; either may be null).
   void publishBuffers(const void* send, const void* recv);
@@ -294,6 +321,12 @@ class Communicator {
   WaitTimes waits_;
   // Note [Direct collectives]: set once by chooseTransport.
   bool direct_ = false;
+  Transport transport_ = Transport::kStaging;
+  // By rank, with the mapped transport: each peer's device heap here, and
+  // the host address of its start in the peer's process (empty, 0 for this
+  // rank). Unmapped with the communicator.
+  std::vector<PeerMapping> peer_heaps_;
+  std::vector<uintptr_t> peer_heap_addresses_;
   uint64_t probe_word_ = 0; // peers read it to learn whether they can read this rank
   std::vector<char> scratch_; // two reduction chunks; stream worker only
   // Note [Socket transport]: set when the ranks meet over TCP; region_ is

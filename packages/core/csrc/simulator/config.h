@@ -4,6 +4,10 @@
 //   NPU_SIM_DEVICE_COUNT      devices (0..64), default 8
 //   NPU_SIM_DEVICE_MEMORY     capacity per device, e.g. 16GiB, 512M, 1073741824
 //   NPU_SIM_CHECKER=1         host access to device memory faults (checker)
+//   NPU_SIM_DEVICE_HEAP       shared | private: whether aclrtMalloc memory is
+//                             the device's memfd, which peer ranks can map
+//                             (Note [Device heap kind], config.cpp); default
+//                             shared in a multi-process job, else private
 //   NPU_SIM_RACE_CHECK=1      stream race detector (race_detector.h)
 //   NPU_SIM_CANN_VERSION      emulated CANN release, default 9.0.0
 //   NPU_SIM_SOC_NAME          base SoC name, default Ascend910B3
@@ -29,6 +33,9 @@ struct Config {
   std::vector<int32_t> physical_ids;   // logical id -> physical id
   uint64_t capacity = 0;               // bytes per device, multiple of 4 KiB
   bool checker = false;
+  // Note [Device heap kind]: aclrtMalloc memory is MAP_SHARED of the
+  // device's memfd (peers can map it) rather than private huge pages.
+  bool shared_heap = false;
   bool race_check = false;
   CannVersion cann_version;
   std::string soc_name;                // ends with " (simulated)"

@@ -26,8 +26,8 @@ void setCurrentDevice(int32_t device) {
 }
 
 Device::Device(uint32_t id, int32_t physical_id, const AddressLayout& layout,
-               uint64_t capacity)
-    : id_(id), physical_id_(physical_id), memory_(id, layout, capacity) {}
+               uint64_t capacity, bool shared_heap)
+    : id_(id), physical_id_(physical_id), memory_(id, layout, capacity, shared_heap) {}
 
 aclError Device::ensureInitialized() {
   if (initialized()) {

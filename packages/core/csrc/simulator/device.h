@@ -17,7 +17,9 @@ class Stream;
 
 class Device {
  public:
-  Device(uint32_t id, int32_t physical_id, const AddressLayout& layout, uint64_t capacity);
+  // `shared_heap`: Note [Device heap kind] (config.cpp).
+  Device(uint32_t id, int32_t physical_id, const AddressLayout& layout, uint64_t capacity,
+         bool shared_heap);
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 

@@ -23,10 +23,12 @@ uintptr_t addr(const void* p) {
 
 } // namespace
 
-DeviceMemory::DeviceMemory(uint32_t device, const AddressLayout& layout, uint64_t capacity)
+DeviceMemory::DeviceMemory(uint32_t device, const AddressLayout& layout, uint64_t capacity,
+                           bool shared_heap)
     : device_(device),
       layout_(layout),
       capacity_(capacity),
+      shared_heap_(shared_heap),
       heap_base_(layout.heapBase(device)),
       vmm_base_(layout.vmmBase(device)),
       physical_(capacity),
@@ -48,7 +50,10 @@ aclError DeviceMemory::initialize() {
                 "aclrtSetDevice: could not size the memory of device %u to %s: %s", device_,
                 formatBytes(capacity_).c_str(), std::strerror(err));
   }
-  if (!layout_.checker && mapAnonymousHeap()) {
+  // Note [Device heap kind] (config.cpp): a shared heap stays the memfd
+  // mapping below, which peers can map too; freed ranges are punched out of
+  // the memfd (releaseHeapPages), so it keeps no host memory for them.
+  if (!layout_.checker && !shared_heap_ && mapAnonymousHeap()) {
     return ACL_SUCCESS;
   }
   std::string error;
@@ -601,8 +606,10 @@ aclError DeviceMemory::exportPieces(uintptr_t p, uint64_t size, std::vector<Shar
           err != ACL_SUCCESS) {
         return err;
       }
-      allocation->second.shared = true;
     }
+    // Also in a heap that is the memfd throughout (checker, shared heap):
+    // freeing the allocation must revoke its keys.
+    allocation->second.shared = true;
     // Allocations start on a page and own whole pages: the pieces never
     // reach a neighbour.
     uint64_t bytes = 0;

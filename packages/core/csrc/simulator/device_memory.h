@@ -50,7 +50,11 @@ struct DeviceAddressInfo {
 
 class DeviceMemory {
  public:
-  DeviceMemory(uint32_t device, const AddressLayout& layout, uint64_t capacity);
+  // `shared_heap`: aclrtMalloc memory is the memfd, mapped MAP_SHARED, so
+  // that other processes can map it (Note [Device heap kind], config.cpp);
+  // otherwise private huge pages unless the checker is on.
+  DeviceMemory(uint32_t device, const AddressLayout& layout, uint64_t capacity,
+               bool shared_heap);
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
 
@@ -106,12 +110,32 @@ class DeviceMemory {
     return device_;
   }
 
+  // ---- peers' mappings (Note [Direct collectives], collective_comm.cpp) ----
+  // Whether every aclrtMalloc allocation lives in the memfd at its heap
+  // offset, so that a process mapping the memfd sees them all (set by
+  // initialize, then fixed).
+  bool heapShared() const {
+    return fd_ >= 0 && !heap_anonymous_;
+  }
+  // The memfd (a descriptor of this process) and where its offset 0 is
+  // mapped for host access; heap addresses are this plus their offset.
+  int memfd() const {
+    return fd_;
+  }
+  uintptr_t heapHostBase() const {
+    return layout_.toHost(heap_base_);
+  }
+  uint64_t capacity() const {
+    return capacity_;
+  }
+
  private:
   struct HeapAllocation {
     uint64_t size;    // requested
     uint64_t rounded; // pages taken from the memfd
-    // Exported through IPC: its pages are mapped from the memfd even when
-    // the rest of the heap is anonymous memory.
+    // Exported through IPC: freeing it revokes its keys, and its pages are
+    // mapped from the memfd even when the rest of the heap is anonymous
+    // memory.
     bool shared = false;
   };
   struct Mapping {
@@ -145,6 +169,7 @@ class DeviceMemory {
   const uint32_t device_;
   const AddressLayout& layout_;
   const uint64_t capacity_;
+  const bool shared_heap_;
   const uintptr_t heap_base_;
   const uintptr_t vmm_base_;
   int fd_ = -1;

@@ -569,6 +569,12 @@ NPU_SIM_EXPORT int npuSimHcclCommIsDirect(void* comm, uint32_t* direct) {
                    [](const Communicator& c) { return c.direct() ? 1u : 0u; });
 }
 
+NPU_SIM_EXPORT int npuSimHcclCommTransport(void* comm, uint32_t* transport) {
+  return queryComm("npuSimHcclCommTransport", static_cast<HcclComm>(comm), transport,
+                   "transport",
+                   [](const Communicator& c) { return static_cast<uint32_t>(c.transport()); });
+}
+
 NPU_SIM_EXPORT int npuSimHcclCommUsesSockets(void* comm, uint32_t* sockets) {
   return queryComm("npuSimHcclCommUsesSockets", static_cast<HcclComm>(comm), sockets, "sockets",
                    [](const Communicator& c) { return c.usesSockets() ? 1u : 0u; });

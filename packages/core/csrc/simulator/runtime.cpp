@@ -86,7 +86,8 @@ Runtime::Runtime() : config_(npu_sim::config()) {
   }
   for (uint32_t i = 0; i < config_.device_count; ++i) {
     devices_.push_back(
-        std::make_unique<Device>(i, config_.physical_ids[i], layout_, config_.capacity));
+        std::make_unique<Device>(i, config_.physical_ids[i], layout_, config_.capacity,
+                                 config_.shared_heap));
   }
   pthread_atfork(nullptr, nullptr, onForkChild);
   std::atexit(onExit);

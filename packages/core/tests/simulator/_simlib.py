@@ -234,6 +234,7 @@ _SIGNATURES = {
     "HcclAlltoAllV": (c_int, [c_void_p, c_void_p, c_void_p, c_int, c_void_p, c_void_p, c_void_p,
                               c_int, c_void_p, c_void_p]),
     "npuSimHcclCommIsDirect": (c_int, [c_void_p, c_void_p]),
+    "npuSimHcclCommTransport": (c_int, [c_void_p, c_void_p]),
     "npuSimHcclCommUsesSockets": (c_int, [c_void_p, c_void_p]),
 }
 

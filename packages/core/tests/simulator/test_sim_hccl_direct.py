@@ -1,7 +1,9 @@
 """The simulated HCCL's direct collectives (Note [Direct collectives]): ranks
-read each other's device buffers with cross-memory attach instead of moving
-data through the shared transfer buffers, with the transfer buffers as the
-fallback where the kernel refuses it."""
+read each other's device buffers, through mappings of each other's device
+memory when their heaps are shared (Note [Device heap kind]) or with
+cross-memory attach, instead of moving data through the shared transfer
+buffers, with the transfer buffers as the fallback where the kernel refuses
+both."""
 
 import signal
 import subprocess
@@ -9,18 +11,21 @@ import sys
 import textwrap
 import time
 
+import pytest
 from conftest import TESTS_DIR, Runner
 from test_sim_hccl import JOIN, all_ok, run_ranks
 
 # Every collective on data larger than a small all-reduce, 3 ranks, in place
 # and out of place, with values whose sums round (float32 and float16), so
 # that any change in the order of combination changes bits. Prints whether
-# the communicator is direct, then a digest of every result.
+# the communicator is direct and its transport, then a digest of every
+# result.
 EVERY_KIND = """
 import hashlib, random
-direct = ctypes.c_uint32(7)
+direct, transport = ctypes.c_uint32(7), ctypes.c_uint32(7)
 assert lib.npuSimHcclCommIsDirect(comm, ctypes.byref(direct)) == HCCL_SUCCESS
-print(direct.value)
+assert lib.npuSimHcclCommTransport(comm, ctypes.byref(transport)) == HCCL_SUCCESS
+print(direct.value, transport.value)
 rng = random.Random(rank)
 piece = 40_001  # elements per rank: shares and chunks of uneven sizes
 n = piece * world
@@ -78,20 +83,85 @@ show(recv, 4 * sum(recvs))
 """
 
 
-def test_direct_results_are_bitwise_those_of_the_staging_path(runner, tmp_path):
+# npuSimHcclCommTransport's values.
+STAGING, CROSS_MEMORY, MAPPED = 1, 2, 3
+
+
+@pytest.mark.parametrize("heap,transport", [("shared", MAPPED), ("private", CROSS_MEMORY)])
+def test_direct_results_are_bitwise_those_of_the_staging_path(runner, tmp_path, heap,
+                                                              transport):
     (tmp_path / "direct").mkdir()
     (tmp_path / "staging").mkdir()
-    direct = all_ok(run_ranks(runner, tmp_path / "direct", EVERY_KIND, world=3))
+    direct = all_ok(run_ranks(runner, tmp_path / "direct", EVERY_KIND, world=3,
+                              NPU_SIM_DEVICE_HEAP=heap))
     # A one-MiB transfer buffer: the staging path moves the data in chunks.
     staging = all_ok(run_ranks(runner, tmp_path / "staging", EVERY_KIND, world=3,
-                               NPU_SIM_HCCL_TRANSPORT="staging", HCCL_BUFFSIZE=1))
+                               NPU_SIM_HCCL_TRANSPORT="staging", HCCL_BUFFSIZE=1,
+                               NPU_SIM_DEVICE_HEAP=heap))
     for rank in range(3):
         d, s = direct[rank].splitlines(), staging[rank].splitlines()
-        assert d[0] == "1" and s[0] == "0", (d[0], s[0])
+        assert d[0] == f"1 {transport}" and s[0] == f"0 {STAGING}", (d[0], s[0])
         assert len(d) == len(s) > 15
         assert d[1:] == s[1:], f"rank {rank}"
     # The inputs differ per rank, so the results of an all-reduce agree.
     assert direct[0].splitlines()[1:3] == direct[1].splitlines()[1:3]
+
+
+TRANSPORT_OF_A_SUM = """
+    transport = ctypes.c_uint32(7)
+    ok(lib.npuSimHcclCommTransport(comm, ctypes.byref(transport)))
+    n = 100_003
+    p = upload(range(rank, rank + n), "i")
+    ok(lib.HcclAllReduce(p, p, n, HCCL_INT32, HCCL_SUM, comm, stream))
+    sim.sync()
+    print(transport.value, download(p, n, "i") == [2 * i + 1 for i in range(n)])
+"""
+
+
+@pytest.mark.parametrize("env,transport", [
+    # A launcher's variables make a rank's heap shared, so its peers map it.
+    ({"WORLD_SIZE": 2}, MAPPED),
+    ({"LOCAL_WORLD_SIZE": 2, "WORLD_SIZE": 4}, MAPPED),
+    ({}, CROSS_MEMORY),
+    ({"WORLD_SIZE": 2, "NPU_SIM_DEVICE_HEAP": "private"}, CROSS_MEMORY),
+    ({"NPU_SIM_DEVICE_HEAP": "shared", "NPU_SIM_HCCL_TRANSPORT": "direct"}, CROSS_MEMORY),
+    ({"NPU_SIM_DEVICE_HEAP": "shared", "NPU_SIM_HCCL_TRANSPORT": "staging"}, STAGING),
+])
+def test_the_transport_follows_the_heaps_and_the_setting(runner, tmp_path, env, transport):
+    results = run_ranks(runner, tmp_path, TRANSPORT_OF_A_SUM, **env)
+    assert all_ok(results) == [f"{transport} True\n"] * 2
+
+
+def test_one_private_heap_makes_the_whole_communicator_read_across_memory(runner, tmp_path):
+    # Rank 1's peers cannot map its heap: every rank falls back together.
+    results = run_ranks(runner, tmp_path, TRANSPORT_OF_A_SUM, before_join="""
+        if os.environ["RANK"] == "1":
+            os.environ["NPU_SIM_DEVICE_HEAP"] = "private"
+    """, NPU_SIM_DEVICE_HEAP="shared")
+    assert all_ok(results) == [f"{CROSS_MEMORY} True\n"] * 2
+
+
+def test_mapped_collectives_read_memory_outside_the_heap_too(runner, tmp_path):
+    # aclrtMapMem memory is not in the heap the peers map: they read it
+    # across memory instead, in the same collective as heap memory.
+    results = run_ranks(runner, tmp_path, """
+        transport = ctypes.c_uint32(7)
+        ok(lib.npuSimHcclCommTransport(comm, ctypes.byref(transport)))
+        n = 1 << 20  # 4 MiB of int32: two granules
+        prop = PhysicalMemProp(0, 0, 1, MemLocation(rank, ACL_MEM_LOCATION_TYPE_DEVICE), 0)
+        handle = ctypes.c_void_p()
+        ok(lib.aclrtMallocPhysical(ctypes.byref(handle), 4 * n, ctypes.byref(prop), 0))
+        virt = ctypes.c_void_p()
+        ok(lib.aclrtReserveMemAddress(ctypes.byref(virt), 4 * n, 0, None, 0))
+        ok(lib.aclrtMapMem(virt, 4 * n, 0, handle, 0))
+        sim.h2d(virt.value, array.array("i", range(rank, rank + n)).tobytes(), sync=True)
+        recv = sim.malloc(4 * n * world)
+        ok(lib.HcclAllGather(virt.value, recv, n, HCCL_INT32, comm, stream))
+        sim.sync()
+        got = download(recv, n * world, "i")
+        print(transport.value, got == list(range(n)) + list(range(1, n + 1)))
+    """, NPU_SIM_DEVICE_HEAP="shared")
+    assert all_ok(results) == [f"{MAPPED} True\n"] * 2
 
 
 def test_one_rank_wanting_staging_makes_the_whole_communicator_stage(runner, tmp_path):
@@ -147,7 +217,8 @@ def test_refused_cross_memory_reads_fall_back_to_staging(runner, tmp_path):
     assert all_ok(results) == ["0 True\n", "0 True\n"]
 
 
-def test_a_peer_killed_while_others_read_it_fails_them_naming_it(runner, tmp_path):
+@pytest.mark.parametrize("heap", ["shared", "private"])
+def test_a_peer_killed_while_others_read_it_fails_them_naming_it(runner, tmp_path, heap):
     # Rank 1 runs large all-reduces until it is killed; rank 0 keeps going
     # and must fail saying that rank 1 exited, whatever step it was at.
     ready = tmp_path / "ready"
@@ -168,7 +239,8 @@ def test_a_peer_killed_while_others_read_it_fails_them_naming_it(runner, tmp_pat
     code = Runner.PRELUDE.format(tests=str(TESTS_DIR)) + JOIN + textwrap.dedent(procs_code)
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True,
-                              env=runner.env(RANK=r, WORLD=2, ROOT_FILE=tmp_path / "root"))
+                              env=runner.env(RANK=r, WORLD=2, ROOT_FILE=tmp_path / "root",
+                                             NPU_SIM_DEVICE_HEAP=heap))
              for r in range(2)]
     deadline = time.time() + 60
     while not all((tmp_path / f"ready{r}").exists() for r in range(2)):

@@ -9,6 +9,7 @@ pages at its export); importers are fresh processes.
 
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -30,8 +31,10 @@ from _simlib import (
     IpcEventHandle,
     PhysicalMemProp,
     MemLocation,
+    Sim,
+    load,
 )
-from conftest import TESTS_DIR, Runner
+from conftest import SIM_ENV_VARS, TESTS_DIR, Runner
 
 PATTERN = bytes(range(256)) * 64  # 16 KiB
 
@@ -111,8 +114,28 @@ def test_importer_shares_the_exporters_heap_memory(dev0, runner):
     sim.free(p)
 
 
-def test_export_stays_shareable_and_free_revokes_it(dev0, runner):
-    sim = dev0
+@pytest.fixture(scope="module")
+def shared_heap_dev0(lib_path, tmp_path_factory):
+    """Another private copy of the library, whose aclrtMalloc memory is the
+    memfd from the start (NPU_SIM_DEVICE_HEAP=shared, as in the ranks of a
+    multi-process job: Note [Device heap kind]), device 0 current."""
+    private = tmp_path_factory.mktemp("npu_sim_shared_heap") / "libnpu_sim_shared_heap.so"
+    shutil.copy2(lib_path, private)
+    saved = {name: os.environ.pop(name) for name in SIM_ENV_VARS if name in os.environ}
+    os.environ["NPU_SIM_DEVICE_HEAP"] = "shared"
+    try:
+        s = Sim(load(str(private)))
+        s.set_device(0)
+    finally:
+        del os.environ["NPU_SIM_DEVICE_HEAP"]
+        os.environ.update(saved)
+    return s
+
+
+@pytest.mark.parametrize("exporter", ["dev0", "shared_heap_dev0"])
+def test_export_stays_shareable_and_free_revokes_it(exporter, runner, request):
+    sim = request.getfixturevalue(exporter)
+    sim.set_device(0)  # on this thread
     p = sim.malloc(4096)
     sim.h2d(p, b"\x11" * 4096, sync=True)
     first = sim.ipc_export(p, 4096)
