@@ -1,8 +1,9 @@
 """How the device's OpenMP workers wait, seen in an eager training step
 (Note [OpenMP teams of the host and device threads], core's
 csrc/npu/OpenMPThreads.h): compile_npu.py's small-transformer step, eager,
-in a fresh process per regime, with the adjustments on and off
-(TORCH_NPU_OPENMP_WAITS=0), runs alternating.
+in a fresh process per regime, runs alternating: "release" (the host team's
+release too, TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1), "default" (the throttle
+only), "libgomp" (neither, TORCH_NPU_OPENMP_WAITS=0).
 
     .venv/bin/python benchmarks/openmp_waits.py [--regimes fresh,hostop,...] [--rounds N]
 
@@ -108,13 +109,12 @@ def main() -> None:
           "CPU ms and context switches per step")
     for _ in range(args.rounds):
         for regime in args.regimes.split(","):
-            for waits in ("1", "0"):
-                env = dict(os.environ, TORCH_NPU_OPENMP_WAITS=waits)
+            for waits, release, label in (("1", "1", "release "), ("1", "0", "default "), ("0", "0", "libgomp ")):
+                env = dict(os.environ, TORCH_NPU_OPENMP_WAITS=waits, TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=release)
                 if regime == "passive":
                     env["OMP_WAIT_POLICY"] = "passive"
                 out = subprocess.run([sys.executable, __file__, "--child", regime], env=env,
                                      capture_output=True, text=True, check=True).stdout.split()
-                label = "adjusted" if waits == "1" else "libgomp "
                 print(f"  {regime:<12} {label}  {out[0]:>8} {out[1]:>8}   cpu {out[2]:>7} "
                       f"ctxsw {out[3]:>7}   (load {os.getloadavg()[0]:.2f})")
 

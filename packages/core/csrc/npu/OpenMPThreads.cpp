@@ -287,6 +287,16 @@ bool enabled() {
   return on;
 }
 
+// TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1: launching threads give back their
+// idle team (1. of the Note); off by default, as it slows host-bound work.
+bool release_enabled() {
+  static const bool on = [] {
+    const char* value = std::getenv("TORCH_NPU_OPENMP_RELEASE_HOST_TEAM");
+    return value != nullptr && std::string_view(value) == "1";
+  }();
+  return on;
+}
+
 } // namespace
 
 void prepare_launching_thread() noexcept {
@@ -294,7 +304,7 @@ void prepare_launching_thread() noexcept {
     return;
   }
   const int64_t now = coarse_now_ns();
-  if (!g_waits_throttled.load(std::memory_order_relaxed)) {
+  if (release_enabled() && !g_waits_throttled.load(std::memory_order_relaxed)) {
     release_idle_team(now);
   }
   ContentionSampler::get().maybe_sample(now);

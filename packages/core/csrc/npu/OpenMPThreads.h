@@ -33,6 +33,13 @@ namespace c10_npu {
 //    While the waits are throttled (2.) nothing is released: the workers
 //    sleep anyway, and on a loaded machine a release and the restart cost
 //    milliseconds (a host op before every step: +1-3 ms per step).
+//    The release is off unless TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1: spinning
+//    device workers help device-bound work and hurt host-bound work, whose
+//    host thread then shares its CPU with them. Measured on a quiet 2-CPU
+//    machine: compile_npu.py's transformer step after a host op 4.7 ms with
+//    the release, 9.2 without; ops_throughput.py's small-GPT step (small
+//    ops, host-bound) 8.3-9.1 ms with it, 5.6-5.7 without. Without a signal
+//    that tells the two apart, the default keeps libgomp's own choice.
 //
 // 2. Spinning assumes the team owns its CPUs. When other processes keep
 //    CPUs busy, a team member waits for one that is not running: the
