@@ -165,6 +165,11 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
   CallSignature signature(&schema);
   const std::string_view name = schema.name();
   const bool values_vary = name.starts_with("aten::_fused_") || name.starts_with("aten::_foreach_");
+  // random_'s bounds are checked against the tensor's dtype by the CPU kernel
+  // ("to - 1 is out of bounds for bool"): by value, so that a clean call with
+  // bounds that fit does not let a later one with bounds that do not through
+  // unverified. Bounds rarely change from call to call.
+  const bool integers_by_value = name == "aten::random_" || name == "aten::random";
   const auto add_tensor = [&](const at::Tensor& t) {
     if (!t.defined()) {
       signature.add(0x7F);
@@ -208,6 +213,8 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
       std::memcpy(&bits[0], &value, sizeof(bits));
       signature.add(bits[0]);
       signature.add(bits[1]);
+    } else if (arg.isInt() && integers_by_value) {
+      signature.add(static_cast<uint64_t>(arg.toInt()));
     } else if (arg.isInt()) {
       // By sign only: kernels refuse negative or zero counts (multinomial's
       // num_samples, a negative length), while the values themselves are

@@ -61,7 +61,8 @@ torch::jit::Stack as_stack(const std::vector<c10::IValue>& args, size_t count = 
 // What decides whether the CPU kernel of a call can fail (Note [Errors at
 // the call]): the op; each tensor's dtype, layout, rank and emptiness; and
 // the arguments checked by value (booleans, strings, dtypes, floating-point
-// scalars such as uniform_'s bounds), integers by sign. Sizes and integer
+// scalars such as uniform_'s bounds, random_'s integer bounds), other
+// integers by sign. Sizes and integer
 // values are left out: the meta kernel checks shapes and dims, and keying on
 // them would verify every new shape again (the few kernel checks that
 // compare sizes are made on the host: ArgumentChecks.cpp). So are the hyper-parameters of the optimizer kernels

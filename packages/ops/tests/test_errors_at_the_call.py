@@ -20,6 +20,19 @@ def test_multinomial_refuses_more_samples_than_categories_at_the_call_after_a_cl
     assert torch.multinomial(probabilities, 3, replacement=True).shape == (3,)
 
 
+def test_random_bounds_out_of_the_dtype_are_refused_at_the_call_after_a_clean_call():
+    # random_'s integer bounds are part of the call's signature: a clean
+    # call with bounds that fit bool does not let one that does not through
+    # to a later synchronization (the device-contract sweep's randint_like
+    # on bool failed so, depending on the order of the tests).
+    flags = torch.zeros(4, dtype=torch.bool).npu()
+    torch.randint_like(flags, 2)
+    torch.npu.synchronize()
+    with pytest.raises(RuntimeError, match="to - 1 is out of bounds for bool"):
+        torch.randint_like(flags, 10)
+    torch.npu.synchronize()  # nothing left to raise
+
+
 def test_multinomial_refuses_more_than_2_to_the_24_categories_at_the_call_after_a_clean_call():
     # The size is no part of the call's signature: checked on the host
     # (csrc/ArgumentChecks.cpp).
