@@ -25,13 +25,6 @@ from torch_npu.graph.compile import _mlir
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def _check(fn, *args, atol=1e-5, rtol=1e-5, **compile_kwargs):
     expected = fn(*args)
     compiled = torch.compile(fn, **compile_kwargs)

@@ -18,13 +18,6 @@ from torch_npu.graph.compile import _byte_bools, _mlir
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def _cross_entropy_counts(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # cross-entropy's ignore_index: the mask is counted and selects.
     keep = labels != -100

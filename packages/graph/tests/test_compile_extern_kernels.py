@@ -18,13 +18,6 @@ from torch_npu.graph.compile import _mlir
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def _attention_loss(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return (out * out).sum()

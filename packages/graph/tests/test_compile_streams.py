@@ -16,13 +16,6 @@ from torch_npu.graph.compile import _mlir
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def _side_stream_npu_api(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # As code written for Ascend's torch_npu does it.
     side = torch.npu.Stream()
