@@ -43,9 +43,6 @@ def _side_stream_generic_api(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Te
 
 
 @needs_mlir
-@pytest.mark.xfail(torch.__version__ >= "2.14", strict=True,
-                   reason="torch 2.14's Inductor orders stream work so that a kernel's program needs a value "
-                          "(relu) it neither computes nor reads: not yet handled (CI at 7d14576)")
 @pytest.mark.parametrize("fn", [_side_stream_npu_api, _side_stream_generic_api], ids=["torch.npu", "generic"])
 def test_streams_and_events_compile_into_one_graph(fn):
     x, w = torch.randn(64, 128, device="npu"), torch.randn(128, 96, device="npu")

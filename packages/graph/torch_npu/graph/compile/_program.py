@@ -85,6 +85,11 @@ def _op_name(node: torch.fx.Node) -> str:
 # ops after it read those. Such a value is the tensor it passes on: a
 # program that reaches it reads (or computes) that tensor instead, and a
 # group never runs the stream operation itself, which stays in the wrapper.
+# Two consequences, both seen with torch 2.14: the buffer of the tensor may
+# be named after any node of the chain (``_value_source`` matches reads and
+# outputs by the node that computes the value), and the buffer that orders
+# later readers is an ``OrderingBarrier`` (``ordering_only``) rather than a
+# "mutation" by the stream operation (``_ordering_only_origin``).
 def _passed_through(n: torch.fx.Node) -> torch.fx.Node | None:
     """The node whose value ``n`` holds unchanged when ``n`` is an output of
     ``control_deps`` that passes an argument on, else None."""
@@ -110,6 +115,17 @@ def _passed_through(n: torch.fx.Node) -> torch.fx.Node | None:
         return None
     source = passed[placeholders.index(result)]
     return source if isinstance(source, torch.fx.Node) else None
+
+
+def _value_source(n: torch.fx.Node) -> torch.fx.Node:
+    """The node that computes ``n``'s value: ``n`` itself, or what the
+    control dependencies it is an output of pass on. Inductor may name a
+    buffer after any node of such a chain (torch 2.14 names the buffer of
+    ``relu`` after the last ``getitem`` that passes it on), so a group's
+    reads and outputs are matched by their sources."""
+    while (source := _passed_through(n)) is not None:
+        n = source
+    return n
 
 
 def _named(n: torch.fx.Node, names: dict[torch.fx.Node, str]) -> str:
@@ -256,10 +272,14 @@ def _ordering_only_origin(buffer: Any, mapping: dict[str, torch.fx.Node]) -> tor
     operation (Note [Values passed through control dependencies]): the
     value of the buffer it names, which the operation does not change."""
     mutated = buffer.get_mutation_names()
-    mutating = getattr(buffer, "mutating_node", None)
-    overload = getattr(mutating, "op_overload", None)
-    if len(mutated) != 1 or getattr(overload, "name", lambda: None)() not in _ORDERING_ONLY_OPS:
+    if len(mutated) != 1:
         return None
+    # torch 2.14 makes such a buffer an ``OrderingBarrier``, which says so
+    # itself; torch 2.13 a "mutation" by the stream operation.
+    if not getattr(buffer, "ordering_only", False):
+        overload = getattr(getattr(buffer, "mutating_node", None), "op_overload", None)
+        if getattr(overload, "name", lambda: None)() not in _ORDERING_ONLY_OPS:
+            return None
     return mapping.get(mutated[0])
 
 
@@ -379,14 +399,14 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     available: dict[torch.fx.Node, str] = {}
     for name in read_names:
         fx = mapping.get(name)
-        if fx is not None and fx not in available:
-            available[fx] = name
+        if fx is not None and _value_source(fx) not in available:
+            available[_value_source(fx)] = name
     outputs: list[torch.fx.Node] = []
     for name in output_names:
         fx = mapping.get(name)
-        if fx is None or (fx.op != "call_function" and fx not in available):
+        if fx is None or (_value_source(fx).op != "call_function" and _value_source(fx) not in available):
             raise UnmappableGroup(f"buffer {name} has no aten origin")
-        outputs.append(fx)
+        outputs.append(_value_source(fx))
     origins: set[torch.fx.Node] = set()
     for snode in snodes:
         origins |= set(getattr(snode.node, "origins", ()))
