@@ -1,9 +1,12 @@
 """How the device's OpenMP workers wait, seen in an eager training step
 (Note [OpenMP teams of the host and device threads], core's
 csrc/npu/OpenMPThreads.h): compile_npu.py's small-transformer step, eager,
-in a fresh process per regime, runs alternating: "release" (the host team's
-release too, TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1), "default" (the throttle
-only), "libgomp" (neither, TORCH_NPU_OPENMP_WAITS=0).
+in a fresh process per regime, runs alternating: "always" (the host team's
+release at every launch, TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1), "default"
+(released while the host thread waits for the device, Note [Release the
+team of a thread that waits for the device]), "never" (the throttle only,
+TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=0), "libgomp" (neither,
+TORCH_NPU_OPENMP_WAITS=0).
 
     .venv/bin/python benchmarks/openmp_waits.py [--regimes fresh,hostop,...] [--rounds N]
 
@@ -109,8 +112,12 @@ def main() -> None:
           "CPU ms and context switches per step")
     for _ in range(args.rounds):
         for regime in args.regimes.split(","):
-            for waits, release, label in (("1", "1", "release "), ("1", "0", "default "), ("0", "0", "libgomp ")):
-                env = dict(os.environ, TORCH_NPU_OPENMP_WAITS=waits, TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=release)
+            for waits, release, label in (("1", "1", "always  "), ("1", None, "default "), ("1", "0", "never   "),
+                                          ("0", "0", "libgomp ")):
+                env = dict(os.environ, TORCH_NPU_OPENMP_WAITS=waits)
+                env.pop("TORCH_NPU_OPENMP_RELEASE_HOST_TEAM", None)
+                if release is not None:
+                    env["TORCH_NPU_OPENMP_RELEASE_HOST_TEAM"] = release
                 if regime == "passive":
                     env["OMP_WAIT_POLICY"] = "passive"
                 out = subprocess.run([sys.executable, __file__, "--child", regime], env=env,

@@ -33,13 +33,32 @@ namespace c10_npu {
 //    While the waits are throttled (2.) nothing is released: the workers
 //    sleep anyway, and on a loaded machine a release and the restart cost
 //    milliseconds (a host op before every step: +1-3 ms per step).
-//    The release is off unless TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1: spinning
-//    device workers help device-bound work and hurt host-bound work, whose
-//    host thread then shares its CPU with them. Measured on a quiet 2-CPU
-//    machine: compile_npu.py's transformer step after a host op 4.7 ms with
-//    the release, 9.2 without; ops_throughput.py's small-GPT step (small
-//    ops, host-bound) 8.3-9.1 ms with it, 5.6-5.7 without. Without a signal
-//    that tells the two apart, the default keeps libgomp's own choice.
+//    Spinning device workers help device-bound work and hurt host-bound
+//    work, whose host thread then shares its CPU with them. Measured on a
+//    quiet 2-CPU machine: compile_npu.py's transformer step after a host op
+//    4.7 ms with the release, 9.2 without; ops_throughput.py's small-GPT
+//    step (small ops, host-bound) 8.3-9.1 ms with it, 5.6-5.7 without. So
+//    by default a thread releases its team only while it mostly waits for
+//    the device (Note [Release the team of a thread that waits for the
+//    device]); TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1 releases always, =0
+//    never (libgomp's own choice).
+//
+// Note [Release the team of a thread that waits for the device]
+// Which of the two a program is shows in the launching thread's own CPU
+// time: a thread that launches device-bound work spends most of its time
+// blocked in synchronizations, one that launches host-bound work is busy
+// (its own parallel CPU ops count as busy too). Each launching thread
+// measures its CPU share of the wall time over windows of 100 ms (checked
+// at launches, CLOCK_THREAD_CPUTIME_ID: ~50 ns once per window) and
+// releases its idle team while the last window's share was below 1/4.
+// Measured on 2 CPUs (loaded): compile_npu.py's transformer step 0.02-0.08,
+// ops_throughput.py's small-GPT step 0.3-0.43 while the device's workers
+// spin, 0.73 while they sleep, so releasing never pushes the latter below
+// the threshold. Before, the release was opt-in, and after any parallel CPU
+// op on the host thread (compile_npu.py's pointwise section runs Inductor's
+// C++ kernel there) the transformer step took 8.1-9.2 ms instead of ~4.2
+// for the rest of the process; the device's team then slept ~110 times per
+// step instead of ~4 (voluntary context switches).
 //
 // 2. Spinning assumes the team owns its CPUs. When other processes keep
 //    CPUs busy, a team member waits for one that is not running: the
@@ -77,6 +96,10 @@ TORCH_NPU_API bool openmp_waits_adjustable();
 // The calling thread's next launch releases its idle team whatever the
 // rate limit.
 TORCH_NPU_API void reset_openmp_release_for_testing();
+// Whether launching threads count as waiting for the device (Note [Release
+// the team of a thread that waits for the device]): 0 or 1 holds for every
+// thread, -1 measures again.
+TORCH_NPU_API void set_waits_for_device_for_testing(int waits);
 // Whether idle OpenMP workers are made to sleep (others use the CPUs);
 // after set_cpu_contention_for_testing(0 or 1) the sampling stops and the
 // given state holds (-1 resumes sampling). Waits for the change to apply.
