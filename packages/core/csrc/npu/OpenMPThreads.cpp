@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -41,11 +42,9 @@ constexpr double kFreeBy = 0.25;
 // ~2x: the waits sleep after one contended sample and spin again only after
 // this many free ones in a row (1 s), as other work comes in bursts.
 constexpr int kFreeSamplesToSpin = 10;
-// A launching thread whose own CPU time was below this share of the wall
-// time over its last window (kSampleIntervalNs) mostly waits for the
-// device: its idle team is released (1. of the Note). Measured on 2 CPUs:
-// compile_npu.py's transformer step 0.02-0.08, ops_throughput.py's small-GPT
-// step 0.3-0.43 while the device's workers spin and 0.73 while they sleep.
+// A launching thread that did not block for more than this share of the
+// wall time over its last window (kSampleIntervalNs) mostly waits for the
+// device: its idle team is released (1. of the Note).
 constexpr double kWaitingShare = 0.25;
 
 void* find_symbol(const char* name) {
@@ -101,11 +100,11 @@ thread_local int64_t tls_next_release_ns = 0;
 std::atomic<bool> g_waits_throttled{false};
 
 // Per launching thread: whether it mostly waits for the device, from its
-// CPU time over its last window (Note [Release the team of a thread that
+// time off-CPU over its last window (Note [Release the team of a thread that
 // waits for the device], OpenMPThreads.h).
 struct LaunchingThreadShare {
   int64_t window_start_ns = 0; // coarse clock; 0: no window yet
-  int64_t window_start_cpu_ns = 0;
+  int64_t window_start_unblocked_ns = 0;
   bool waits_for_device = false;
 };
 thread_local LaunchingThreadShare tls_share;
@@ -113,7 +112,30 @@ thread_local LaunchingThreadShare tls_share;
 // -1: measure; 0 or 1: the state set for testing (for every thread).
 std::atomic<int> g_waits_for_device_for_testing{-1};
 
-int64_t thread_cpu_ns() {
+// The calling thread's time on a CPU or waiting for one (ns): the time it
+// did not block. From the scheduler's statistics, whose second field is the
+// time the thread was runnable but preempted: on busy CPUs a thread that
+// never blocks gets a fraction of a CPU, and by its CPU time alone it would
+// look like one that waits for the device (then releasing its team lets the
+// device's workers spin and take even more of its CPU). Without them, its
+// CPU time.
+int64_t thread_unblocked_ns() {
+  static const bool schedstat = access("/proc/thread-self/schedstat", R_OK) == 0;
+  if (schedstat) {
+    const int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char text[96];
+      const ssize_t n = read(fd, text, sizeof(text) - 1);
+      close(fd);
+      unsigned long long run = 0, queued = 0;
+      if (n > 0) {
+        text[n] = '\0';
+        if (std::sscanf(text, "%llu %llu", &run, &queued) == 2) {
+          return static_cast<int64_t>(run + queued);
+        }
+      }
+    }
+  }
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
@@ -128,14 +150,14 @@ bool waits_for_device(int64_t coarse_now) {
   if (coarse_now - share.window_start_ns < kSampleIntervalNs) {
     return share.waits_for_device;
   }
-  const int64_t cpu = thread_cpu_ns();
+  const int64_t unblocked = thread_unblocked_ns();
   if (share.window_start_ns != 0) {
-    const double busy = static_cast<double>(cpu - share.window_start_cpu_ns) /
+    const double busy = static_cast<double>(unblocked - share.window_start_unblocked_ns) /
         static_cast<double>(coarse_now - share.window_start_ns);
     share.waits_for_device = busy < kWaitingShare;
   }
   share.window_start_ns = coarse_now;
-  share.window_start_cpu_ns = cpu;
+  share.window_start_unblocked_ns = unblocked;
   return share.waits_for_device;
 }
 
