@@ -99,9 +99,9 @@ thread_local int64_t tls_next_release_ns = 0;
 // nothing then.
 std::atomic<bool> g_waits_throttled{false};
 
-// Per launching thread: whether it mostly waits for the device, from its
-// time off-CPU over its last window (Note [Release the team of a thread that
-// waits for the device], OpenMPThreads.h).
+// Per launching thread: whether it mostly waits for the device, from the
+// time it spent blocked over its last window (Note [Release the team of a
+// thread that waits for the device], OpenMPThreads.h).
 struct LaunchingThreadShare {
   int64_t window_start_ns = 0; // coarse clock; 0: no window yet
   int64_t window_start_unblocked_ns = 0;
