@@ -1,15 +1,24 @@
 """How the device's OpenMP workers wait, seen in an eager training step
 (Note [OpenMP teams of the host and device threads], core's
 csrc/npu/OpenMPThreads.h): compile_npu.py's small-transformer step, eager,
-in a fresh process per regime, runs alternating: "release" (the host team's
-release too, TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1), "default" (the throttle
-only), "libgomp" (neither, TORCH_NPU_OPENMP_WAITS=0).
+in a fresh process per regime, runs alternating: "always" (the host team's
+release at every launch, TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1), "default"
+(released while the host thread waits for the device, Note [Release the
+team of a thread that waits for the device]), "never" (the throttle only,
+TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=0), "libgomp" (neither,
+TORCH_NPU_OPENMP_WAITS=0).
 
     .venv/bin/python benchmarks/openmp_waits.py [--regimes fresh,hostop,...] [--rounds N]
 
 Regimes: fresh (nothing else); hostop (20 parallel CPU ops on the host
-thread first); hostop_each (one more before every step); passive
+thread first); hostop_each (one more before every step); pointwise
+(compile_npu.py's pointwise section first, as compile_npu.py runs it:
+its Inductor C++ kernel runs parallel regions on the host thread); passive
 (OMP_WAIT_POLICY=passive); busy (one competing `while 1: pass` process).
+--no-throttle keeps the waits from being throttled however busy the CPUs
+are (a testing switch): on a shared machine it shows in the context
+switches whether the device's workers spin, though the wall times are then
+those of spinning on busy CPUs.
 Each line: the best and median step time of 7 runs of 5 steps, and the CPU
 time and context switches per step of the process's threads named npu*
 (the stream's worker and its OpenMP worker; libgomp's workers take their
@@ -26,7 +35,7 @@ import subprocess
 import sys
 import time
 
-REGIMES = ("fresh", "hostop", "hostop_each", "passive", "busy")
+REGIMES = ("fresh", "hostop", "hostop_each", "pointwise", "passive", "busy")
 
 
 def _thread_cpu() -> dict[int, tuple[str, float, int]]:
@@ -47,17 +56,25 @@ def _thread_cpu() -> dict[int, tuple[str, float, int]]:
     return out
 
 
-def child(regime: str) -> None:
+def child(regime: str, no_throttle: bool) -> None:
+    import contextlib
+    import io
+
     import torch
-    import torch_npu  # noqa: F401
+    import torch_npu
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from compile_npu import Block
+    from compile_npu import Block, pointwise
 
+    if no_throttle:
+        torch_npu._C._set_cpu_contention_for_testing(0)
     a, b = torch.randn(4 << 20), torch.randn(4 << 20)
     if regime.startswith("hostop"):
         for _ in range(20):
             a.add(b)
+    elif regime == "pointwise":
+        with contextlib.redirect_stdout(io.StringIO()):
+            pointwise()
     torch.manual_seed(0)
     model = Block().to("npu")
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -100,20 +117,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--regimes", default=",".join(REGIMES))
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--no-throttle", action="store_true",
+                        help="never throttle the waits (a testing switch; see above)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child)
+        child(args.child, args.no_throttle)
         return
     print(f"{os.cpu_count()} CPUs; eager training step (ms): best, median; device threads' "
           "CPU ms and context switches per step")
     for _ in range(args.rounds):
         for regime in args.regimes.split(","):
-            for waits, release, label in (("1", "1", "release "), ("1", "0", "default "), ("0", "0", "libgomp ")):
-                env = dict(os.environ, TORCH_NPU_OPENMP_WAITS=waits, TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=release)
+            for waits, release, label in (("1", "1", "always  "), ("1", None, "default "), ("1", "0", "never   "),
+                                          ("0", "0", "libgomp ")):
+                env = dict(os.environ, TORCH_NPU_OPENMP_WAITS=waits)
+                env.pop("TORCH_NPU_OPENMP_RELEASE_HOST_TEAM", None)
+                if release is not None:
+                    env["TORCH_NPU_OPENMP_RELEASE_HOST_TEAM"] = release
                 if regime == "passive":
                     env["OMP_WAIT_POLICY"] = "passive"
-                out = subprocess.run([sys.executable, __file__, "--child", regime], env=env,
+                flags = ["--no-throttle"] if args.no_throttle else []
+                out = subprocess.run([sys.executable, __file__, "--child", regime, *flags], env=env,
                                      capture_output=True, text=True, check=True).stdout.split()
                 print(f"  {regime:<12} {label}  {out[0]:>8} {out[1]:>8}   cpu {out[2]:>7} "
                       f"ctxsw {out[3]:>7}   (load {os.getloadavg()[0]:.2f})")

@@ -1,7 +1,9 @@
 """Note [OpenMP teams of the host and device threads] (csrc/npu/OpenMPThreads.h):
-with TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1 a thread that launches device work
-gives back its idle OpenMP team (without it, it keeps it), and while other
-processes use the CPUs a parked team makes libgomp's idle workers sleep.
+a thread that launches device work gives back its idle OpenMP team while it
+mostly waits for the device (Note [Release the team of a thread that waits
+for the device]), always with TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1, never
+with =0; and while other processes use the CPUs a parked team makes
+libgomp's idle workers sleep.
 Checked through the threads the process has, in fresh processes (each test's
 thread counts start from a known state); timing is benchmarks/' business
 (benchmarks/openmp_waits.py)."""
@@ -92,6 +94,67 @@ print(torch.get_num_threads())
 """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2"]
+
+
+_RELEASED_OR_KEPT = """
+import os, time, torch, torch_npu
+
+def tasks():
+    return set(os.listdir("/proc/self/task"))
+
+torch_npu._C._set_cpu_contention_for_testing(0)
+x = torch.randn(1 << 22)             # no parallel region on this thread yet
+torch.npu._sleep(0)                  # the stream's worker and its team start
+torch.npu.synchronize()
+{setup}
+before = tasks()
+x + x                                # a parallel region: this thread's team starts
+workers = tasks() - before
+torch_npu._C._reset_openmp_release_for_testing()
+torch.npu._sleep(0)                  # the launch releases it, or not
+torch.npu.synchronize()
+deadline = time.monotonic() + 3
+while workers & tasks() and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(torch.get_num_threads() - 1, len(workers), len(workers & tasks()))
+"""
+
+
+def _team_released(stdout: str) -> bool:
+    # The workers x + x started (the team less this thread) are gone or not.
+    team_workers, started, left = (int(v) for v in stdout.split())
+    assert started == team_workers
+    assert left in (0, started)
+    return left == 0
+
+
+@pytest.mark.parametrize("waits", [1, 0])
+def test_by_default_a_thread_that_waits_for_the_device_gives_back_its_team(python_subprocess, waits):
+    result = python_subprocess(_RELEASED_OR_KEPT.format(
+        setup=f"torch_npu._C._set_waits_for_device_for_testing({waits})"))
+    assert result.returncode == 0, result.stderr
+    # Released while the thread waits for the device; kept while it is busy
+    # on the host (host-bound work runs faster beside sleeping workers).
+    assert _team_released(result.stdout) == bool(waits)
+
+
+def test_release_host_team_0_keeps_the_team_of_a_waiting_thread(python_subprocess):
+    result = python_subprocess(_RELEASED_OR_KEPT.format(setup="torch_npu._C._set_waits_for_device_for_testing(1)")
+                               .replace("import os,", 'import os\nos.environ["TORCH_NPU_OPENMP_RELEASE_HOST_TEAM"] = "0"\nimport'))
+    assert result.returncode == 0, result.stderr
+    assert not _team_released(result.stdout)
+
+
+def test_a_thread_that_slept_through_its_window_counts_as_waiting(python_subprocess):
+    # Measured, not set: a thread that spent its last window (100 ms)
+    # blocked has a CPU share near 0, far below the threshold of 1/4.
+    result = python_subprocess(_RELEASED_OR_KEPT.format(setup="""
+time.sleep(0.2)
+torch.npu._sleep(0)                  # closes the window the start-up ran in
+torch.npu.synchronize()
+time.sleep(0.3)"""))
+    assert result.returncode == 0, result.stderr
+    assert _team_released(result.stdout)
 
 
 def test_busy_cpus_make_idle_workers_sleep_and_free_cpus_spin(python_subprocess):

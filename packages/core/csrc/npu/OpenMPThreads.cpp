@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -41,6 +42,10 @@ constexpr double kFreeBy = 0.25;
 // ~2x: the waits sleep after one contended sample and spin again only after
 // this many free ones in a row (1 s), as other work comes in bursts.
 constexpr int kFreeSamplesToSpin = 10;
+// A launching thread that did not block for more than this share of the
+// wall time over its last window (kSampleIntervalNs) mostly waits for the
+// device: its idle team is released (1. of the Note).
+constexpr double kWaitingShare = 0.25;
 
 void* find_symbol(const char* name) {
   void* symbol = dlsym(RTLD_DEFAULT, name);
@@ -93,6 +98,68 @@ thread_local int64_t tls_next_release_ns = 0;
 // Whether idle workers are made to sleep (2.): releasing a team buys
 // nothing then.
 std::atomic<bool> g_waits_throttled{false};
+
+// Per launching thread: whether it mostly waits for the device, from the
+// time it spent blocked over its last window (Note [Release the team of a
+// thread that waits for the device], OpenMPThreads.h).
+struct LaunchingThreadShare {
+  int64_t window_start_ns = 0; // coarse clock; 0: no window yet
+  int64_t window_start_unblocked_ns = 0;
+  bool waits_for_device = false;
+};
+thread_local LaunchingThreadShare tls_share;
+
+// -1: measure; 0 or 1: the state set for testing (for every thread).
+std::atomic<int> g_waits_for_device_for_testing{-1};
+
+// The calling thread's time on a CPU or waiting for one (ns): the time it
+// did not block. From the scheduler's statistics, whose second field is the
+// time the thread was runnable but preempted: on busy CPUs a thread that
+// never blocks gets a fraction of a CPU, and by its CPU time alone it would
+// look like one that waits for the device (then releasing its team lets the
+// device's workers spin and take even more of its CPU). Without them, its
+// CPU time.
+int64_t thread_unblocked_ns() {
+  static const bool schedstat = access("/proc/thread-self/schedstat", R_OK) == 0;
+  if (schedstat) {
+    const int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char text[96];
+      const ssize_t n = read(fd, text, sizeof(text) - 1);
+      close(fd);
+      unsigned long long run = 0, queued = 0;
+      if (n > 0) {
+        text[n] = '\0';
+        if (std::sscanf(text, "%llu %llu", &run, &queued) == 2) {
+          return static_cast<int64_t>(run + queued);
+        }
+      }
+    }
+  }
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+bool waits_for_device(int64_t coarse_now) {
+  if (const int forced = g_waits_for_device_for_testing.load(std::memory_order_relaxed);
+      forced >= 0) {
+    return forced != 0;
+  }
+  LaunchingThreadShare& share = tls_share;
+  if (coarse_now - share.window_start_ns < kSampleIntervalNs) {
+    return share.waits_for_device;
+  }
+  const int64_t unblocked = thread_unblocked_ns();
+  if (share.window_start_ns != 0) {
+    const double busy = static_cast<double>(unblocked - share.window_start_unblocked_ns) /
+        static_cast<double>(coarse_now - share.window_start_ns);
+    share.waits_for_device = busy < kWaitingShare;
+  }
+  share.window_start_ns = coarse_now;
+  share.window_start_unblocked_ns = unblocked;
+  return share.waits_for_device;
+}
 
 void release_idle_team(int64_t coarse_now) {
   if (coarse_now < tls_next_release_ns) {
@@ -287,14 +354,35 @@ bool enabled() {
   return on;
 }
 
-// TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1: launching threads give back their
-// idle team (1. of the Note); off by default, as it slows host-bound work.
-bool release_enabled() {
-  static const bool on = [] {
+// When a launching thread gives back its idle team (1. of the Note):
+// TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1 always, =0 never, unset (or any
+// other value) while the thread mostly waits for the device.
+enum class ReleaseMode { kNever, kWhileWaiting, kAlways };
+
+ReleaseMode release_mode() {
+  static const ReleaseMode mode = [] {
     const char* value = std::getenv("TORCH_NPU_OPENMP_RELEASE_HOST_TEAM");
-    return value != nullptr && std::string_view(value) == "1";
+    if (value != nullptr && std::string_view(value) == "1") {
+      return ReleaseMode::kAlways;
+    }
+    if (value != nullptr && std::string_view(value) == "0") {
+      return ReleaseMode::kNever;
+    }
+    return ReleaseMode::kWhileWaiting;
   }();
-  return on;
+  return mode;
+}
+
+bool release_wanted(int64_t coarse_now) {
+  switch (release_mode()) {
+    case ReleaseMode::kAlways:
+      return true;
+    case ReleaseMode::kNever:
+      return false;
+    case ReleaseMode::kWhileWaiting:
+      return waits_for_device(coarse_now);
+  }
+  return false;
 }
 
 } // namespace
@@ -304,7 +392,7 @@ void prepare_launching_thread() noexcept {
     return;
   }
   const int64_t now = coarse_now_ns();
-  if (release_enabled() && !g_waits_throttled.load(std::memory_order_relaxed)) {
+  if (!g_waits_throttled.load(std::memory_order_relaxed) && release_wanted(now)) {
     release_idle_team(now);
   }
   ContentionSampler::get().maybe_sample(now);
@@ -316,6 +404,10 @@ bool openmp_waits_adjustable() {
 
 void reset_openmp_release_for_testing() {
   tls_next_release_ns = 0;
+}
+
+void set_waits_for_device_for_testing(int waits) {
+  g_waits_for_device_for_testing.store(waits < 0 ? -1 : (waits != 0), std::memory_order_relaxed);
 }
 
 bool openmp_waits_throttled() {

@@ -33,34 +33,35 @@ namespace c10_npu {
 //    While the waits are throttled (2.) nothing is released: the workers
 //    sleep anyway, and on a loaded machine a release and the restart cost
 //    milliseconds (a host op before every step: +1-3 ms per step).
-//    The release is off unless TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1: spinning
-//    device workers help device-bound work and hurt host-bound work, whose
-//    host thread then shares its CPU with them. Measured on a quiet 2-CPU
-//    machine: compile_npu.py's transformer step after a host op 4.7 ms with
-//    the release, 9.2 without; ops_throughput.py's small-GPT step (small
-//    ops, host-bound) 8.3-9.1 ms with it, 5.6-5.7 without. Without a signal
-//    that tells the two apart, the default keeps libgomp's own choice.
+//    Spinning device workers help device-bound work and hurt host-bound
+//    work, whose host thread then shares its CPU with them. Measured on a
+//    quiet 2-CPU machine: compile_npu.py's transformer step after a host op
+//    4.7 ms with the release, 9.2 without; ops_throughput.py's small-GPT
+//    step (small ops, host-bound) 8.3-9.1 ms with it, 5.6-5.7 without. So
+//    by default a thread releases its team only while it mostly waits for
+//    the device (Note [Release the team of a thread that waits for the
+//    device]); TORCH_NPU_OPENMP_RELEASE_HOST_TEAM=1 releases always, =0
+//    never (libgomp's own choice).
 //
-// 2. Spinning assumes the team owns its CPUs. When other processes keep
-//    CPUs busy, a team member waits for one that is not running: the
-//    spinning thread burns its time slice while the other waits for one.
-//    With one competing busy process the step went from 4.7 to ~150 ms, the
-//    device's two threads burning ~75 ms of CPU each per step; sleeping
-//    workers (the throttled wait above) degrade far less. The team size
-//    must stay (ATen's reductions combine per-thread partial results, so
-//    the thread count shows in the bits), so when others use the CPUs the
-//    wait is throttled instead: a parked thread runs one empty parallel
-//    region on as many threads as there are CPUs and keeps its idle team,
-//    which makes libgomp's count exceed the CPUs; it releases the team
-//    once the CPUs are free again. Whether they are is sampled at most
-//    every 100 ms by a launching thread: the machine's busy CPU time
-//    (/proc/stat, steal included) minus this process's own (getrusage).
-//    Once the CPUs others leave free are fewer than torch's intra-op thread
-//    count by more than half a CPU, the waits are throttled (on 2 CPUs with
-//    2 threads: others use more than half a CPU); once short by less than
-//    a quarter for 1 s (ten samples in a row: other work comes in bursts,
-//    and spinning on busy CPUs costs 10-30x where sleeping on free ones
-//    costs ~2x), they spin again.
+// Note [Release the team of a thread that waits for the device]
+// Which of the two a program is shows in the launching thread's own time:
+// a thread that launches device-bound work spends most of it blocked in
+// synchronizations, one that launches host-bound work is on a CPU or
+// waiting for one (its own parallel CPU ops count as busy too). Each
+// launching thread measures, over windows of 100 ms (checked at launches;
+// one read of /proc/thread-self/schedstat per window), the share of the
+// wall time it did not block: its run time plus its run-queue time, since
+// on busy CPUs a thread that never blocks gets only a fraction of one. It
+// releases its idle team while the last window's share was below 1/4; a
+// thread starts as busy. Measured on the shared 2-CPU machine (load 5-8,
+// waits not throttled): compile_npu.py's transformer step 0.03-0.17,
+// ops_throughput.py's small-GPT step 0.78-0.96 beside sleeping workers.
+// Before, the release was opt-in, and after any parallel CPU op on the
+// host thread (compile_npu.py's pointwise section runs Inductor's C++
+// kernel there) the transformer step took 8.1-9.2 ms instead of ~4.2 for
+// the rest of the process: the device's team then switched context ~110
+// times per step instead of 2-14 (benchmarks/openmp_waits.py, regime
+// pointwise).
 //
 // Both act only if the process's OpenMP runtime is libgomp with
 // omp_pause_resource_all (looked up at run time: another runtime or an
@@ -77,6 +78,10 @@ TORCH_NPU_API bool openmp_waits_adjustable();
 // The calling thread's next launch releases its idle team whatever the
 // rate limit.
 TORCH_NPU_API void reset_openmp_release_for_testing();
+// Whether launching threads count as waiting for the device (Note [Release
+// the team of a thread that waits for the device]): 0 or 1 holds for every
+// thread, -1 measures again.
+TORCH_NPU_API void set_waits_for_device_for_testing(int waits);
 // Whether idle OpenMP workers are made to sleep (others use the CPUs);
 // after set_cpu_contention_for_testing(0 or 1) the sampling stops and the
 // given state holds (-1 resumes sampling). Waits for the change to apply.

@@ -291,6 +291,7 @@ PYBIND11_MODULE(_C, m) {
   // Note [OpenMP teams of the host and device threads], tested.
   m.def("_openmp_waits_adjustable", &openmp_waits_adjustable);
   m.def("_reset_openmp_release_for_testing", &reset_openmp_release_for_testing);
+  m.def("_set_waits_for_device_for_testing", &set_waits_for_device_for_testing);
   m.def("_openmp_waits_throttled", &openmp_waits_throttled);
   m.def("_set_cpu_contention_for_testing", &set_cpu_contention_for_testing,
         py::call_guard<py::gil_scoped_release>());
