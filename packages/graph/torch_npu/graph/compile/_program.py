@@ -372,15 +372,20 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
     return f"{name}({', '.join(args)})"
 
 
-def build_program(snodes: Iterable[Any], output_names: list[str], read_names: list[str]) -> Program:
+def build_program(snodes: Iterable[Any], output_names: list[str], read_names: list[str],
+                  unlisted_inputs: Iterable[str] = ()) -> Program:
     """The aten program of a fused group: ``output_names`` are the group's
-    buffers needed outside it, ``read_names`` the buffers it reads."""
+    buffers needed outside it, ``read_names`` the buffers it reads;
+    ``unlisted_inputs``: graph inputs it may also read where its program
+    needs them (Note [Graph inputs a group needs but does not list])."""
     mapping = _buffer_fx_map()
     available: dict[torch.fx.Node, str] = {}
     for name in read_names:
         fx = mapping.get(name)
         if fx is not None and fx not in available:
             available[fx] = name
+    unlisted = {mapping[name]: name for name in unlisted_inputs
+                if name in mapping and mapping[name] not in available}
     outputs: list[torch.fx.Node] = []
     for name in output_names:
         fx = mapping.get(name)
@@ -402,6 +407,8 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             return
         if depth > 2000:
             raise UnmappableGroup("program too deep")
+        if n in unlisted and n not in available:
+            available[n] = unlisted[n]
         if n in available and n not in outputs:
             inputs.append(n)
         elif (source := _passed_through(n)) is not None:
@@ -449,18 +456,20 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
         if n.target is operator.getitem:
             lines.append(f"    v{i} = {names[n.args[0]]}[{int(n.args[1])}]")
             continue
-        if not isinstance(n.target, torch._ops.OpOverload):
+        # ``op``: ``n`` with the overload it calls (``n`` stays the key of names).
+        op = _with_overload(n) if isinstance(n.target, torch._ops.OpOverloadPacket) else n
+        if not isinstance(op.target, torch._ops.OpOverload):
             raise UnmappableGroup(f"{n.format_node()} is not an aten op")
-        is_view = _op_name(n) in _VIEW_OPS and _op_name(n) not in ("clone", "_to_copy")
+        is_view = _op_name(op) in _VIEW_OPS and _op_name(op) not in ("clone", "_to_copy")
         uses = names if is_view else as_bool
         args = [printer.value(a, uses) for a in n.args]
         args += [f"{k}={printer.value(v, uses)}" for k, v in n.kwargs.items()]
-        call = _call(n, args, uses)
+        call = _call(op, args, uses)
         if _is_bool(n) and not is_view:
             call = f"torch.ops.aten._to_copy.default({call}, dtype=torch.uint8)"
         lines.append(f"    v{i} = {call}")
-        if _op_name(n) not in _VIEW_OPS and _op_name(n) not in op_names:
-            op_names.append(_op_name(n))
+        if _op_name(op) not in _VIEW_OPS and _op_name(op) not in op_names:
+            op_names.append(_op_name(op))
     results = []
     for o in outputs:
         if o in copies:
@@ -475,6 +484,30 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     result = ", ".join(results)
     source = "\n".join([f"def program({', '.join(params)}):", *lines, f"    return ({result},)", ""])
     return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
+
+
+class _WithOverload:
+    """An FX node seen with another target (the graph is Inductor's and
+    stays as it is)."""
+
+    def __init__(self, node: torch.fx.Node, target: torch._ops.OpOverload) -> None:
+        self._node = node
+        self.target = target
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._node, name)
+
+
+def _with_overload(node: torch.fx.Node) -> Any:
+    """``node`` with its op packet resolved to the overload it calls. Some
+    of Inductor's decompositions call a packet (``aten.clone`` in
+    ``slice_scatter``'s); it is resolved when that is unambiguous: its one
+    overload that is not an ``out=`` variant."""
+    packet = node.target
+    functional = [name for name in packet.overloads() if not name.startswith("out")]
+    if len(functional) != 1:
+        raise UnmappableGroup(f"{node.format_node()} calls the op packet {packet} with several overloads")
+    return _WithOverload(node, getattr(packet, functional[0]))
 
 
 # Note [Bool values of a program in bytes]
