@@ -2,8 +2,10 @@
 float32, first samples, forward and backward) found wrong in torch.compile
 on npu, each compiled and compared with eager npu:
 
-- a silent wrong result: a strided pooling window read as consecutive
-  elements (Note [Strided accesses are not vectorised]);
+- two silent wrong results: a strided pooling window read as consecutive
+  elements (Note [Strided accesses are not vectorised]), and a sum of a 0-d
+  tensor added once per element of its broadcast (Note [Reductions of a 0-d
+  tensor]);
 - groups whose program needs a graph input Inductor's lowering does not
   read (Note [Graph inputs a group needs but does not list]);
 - scatters into a view written over the whole base (Note [Writes into a
@@ -125,6 +127,27 @@ def test_scatter_into_a_view_writes_only_the_view(case):
                                _ramp(25), -_ramp(3, 3)),
         "diagonal_backward": (diagonal_backward, _ramp(10, 10)),
         "as_strided_backward": (as_strided_backward, _ramp(25)),
+    }
+    fn, *args = fns[case]
+    _compiled_matches_eager(fn, *args)
+
+
+@needs_mlir
+@pytest.mark.parametrize("case", ["sum_expand", "bool_count_divides", "amax_broadcast", "cross_entropy_backward"])
+def test_reduction_of_a_0d_tensor_is_its_value(case):
+    # x.sum().expand(4) of 1.0 gave [1, 2, 3, 4]: the loop-less reduction
+    # was fused into the broadcast's loop.
+    def cross_entropy_backward(x, w):
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        loss = F.cross_entropy(F.linear(x, w), torch.tensor(2, device="npu"))
+        return torch.autograd.grad(loss, (x, w))
+
+    fns = {
+        "sum_expand": (lambda x: x.sum().expand(4) * 1.0, torch.tensor(1.5, device="npu")),
+        "bool_count_divides": (lambda x: (x / (x > 0).sum()).expand(3, 5) * 2.0, torch.tensor(4.0, device="npu")),
+        "amax_broadcast": (lambda x: x.amax().expand(8) + torch.arange(8.0, device="npu"),
+                           torch.tensor(-2.0, device="npu")),
+        "cross_entropy_backward": (cross_entropy_backward, _ramp(3) / 3.0, _ramp(4, 3).sin()),
     }
     fn, *args = fns[case]
     _compiled_matches_eager(fn, *args)

@@ -360,6 +360,9 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
             # Note [GELU's Gaussian computed once]
             return f"_erf_of_scaled({args[0]}, {names[source.args[0]]})"
         return f"_erf({args[0]})"
+    if _is_reduction_of_a_scalar(node):
+        # Note [Reductions of a 0-d tensor]
+        return f"torch.ops.aten._to_copy.default({args[0]}, dtype={value.dtype})"
     if _lanes.is_lane_reduction(node):
         # Note [Innermost reductions in lanes]
         return _lanes.lane_reduction_call(args, node)
@@ -370,6 +373,26 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
         # torch-mlir has no lowering for prims.fma.
         return f"torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor({args[0]}, {args[1]}), {args[2]})"
     return f"{name}({', '.join(args)})"
+
+
+# Note [Reductions of a 0-d tensor]
+# A reduction of a 0-d tensor (sum, mean, amax, ...) is a linalg.generic
+# without loops that adds its input to its output's initial value, and
+# MLIR's elementwise fusion merges it into the loops of a consumer that
+# broadcasts it: the addition then ran once per element of the consumer, so
+# ``x.sum().expand(4)`` of 1.0 gave [1, 2, 3, 4], silently (the backward of
+# cross-entropy over a single sample divided by 3 instead of 1). Such a
+# reduction is the value itself in the result's dtype, and the program says
+# so instead.
+_SCALAR_REDUCTIONS = {"sum", "mean", "amax", "amin", "prod", "max", "min", "any", "all", "nansum"}
+
+
+def _is_reduction_of_a_scalar(node: Any) -> bool:
+    if _op_name(node) not in _SCALAR_REDUCTIONS or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    source, value = node.args[0].meta.get("val"), node.meta.get("val")
+    return (isinstance(source, torch.Tensor) and isinstance(value, torch.Tensor)
+            and source.dim() == 0 and value.dim() == 0)
 
 
 def build_program(snodes: Iterable[Any], output_names: list[str], read_names: list[str],
