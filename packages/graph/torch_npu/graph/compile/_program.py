@@ -360,6 +360,11 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
             # Note [GELU's Gaussian computed once]
             return f"_erf_of_scaled({args[0]}, {names[source.args[0]]})"
         return f"_erf({args[0]})"
+    if (target._opname in _MATH_IN_FLOAT32 and isinstance(value, torch.Tensor) and len(args) == 1
+            and not node.kwargs and value.dtype in (torch.float16, torch.bfloat16)):
+        # Note [Half-precision math in float32]
+        return (f"torch.ops.aten._to_copy.default({name}(torch.ops.aten._to_copy.default({args[0]}, "
+                f"dtype=torch.float32)), dtype={value.dtype})")
     if _is_reduction_of_a_scalar(node):
         # Note [Reductions of a 0-d tensor]
         return f"torch.ops.aten._to_copy.default({args[0]}, dtype={value.dtype})"
@@ -373,6 +378,17 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
         # torch-mlir has no lowering for prims.fma.
         return f"torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor({args[0]}, {args[1]}), {args[2]})"
     return f"{name}({', '.join(args)})"
+
+
+# Note [Half-precision math in float32]
+# MLIR expands inverse hyperbolic and similar functions into arithmetic in
+# the operand's own type (asinh(x) = log(x + sqrt(x * x + 1)) with the sign
+# put back), and in float16 the steps lose most digits: compiled asinh of
+# float16 was off by 0.1 near 3.0, silently. Eager npu, like ATen on CPU and
+# like Inductor's own code generation, computes half-precision math in
+# float32 and rounds once; a program does the same for these ops.
+_MATH_IN_FLOAT32 = {"asinh", "acosh", "atanh", "sinh", "cosh", "asin", "acos", "atan", "tan", "log1p",
+                    "expm1", "erfinv", "lgamma", "digamma"}
 
 
 # Note [Reductions of a 0-d tensor]
