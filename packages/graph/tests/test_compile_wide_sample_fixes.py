@@ -10,7 +10,8 @@ on npu, each compiled and compared with eager npu:
 - groups whose program needs a graph input Inductor's lowering does not
   read (Note [Graph inputs a group needs but does not list]);
 - scatters into a view written over the whole base (Note [Writes into a
-  view of a buffer]), and an op packet in Inductor's decomposition.
+  view of a buffer]), and an op packet in Inductor's decomposition;
+- a process killed by torch-mlir (Note [Programs torch-mlir crashes on]).
 """
 
 from __future__ import annotations
@@ -165,3 +166,18 @@ def test_half_precision_asinh_is_computed_in_float32(dtype):
         warnings.simplefilter("ignore")
         actual = torch.compile(torch.asinh, dynamic=False)(x)
     torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
+@needs_mlir
+def test_integer_max_pool3d_runs_eagerly_with_a_warning():
+    # torch-mlir's lowering crashed the process (SIGSEGV) on it.
+    from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
+
+    x = torch.randint(-9, 9, (1, 2, 3, 6, 5), device="npu")
+
+    def fn(x):
+        return F.max_pool3d(x, 3, 2, ceil_mode=True, return_indices=True)
+
+    with pytest.warns(NPUKernelFallbackWarning, match="crashes lowering max_pool3d"):
+        actual = torch.compile(fn, dynamic=False)(x)
+    torch.testing.assert_close(actual, fn(x))
