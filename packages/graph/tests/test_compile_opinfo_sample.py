@@ -36,11 +36,9 @@ EXCLUDED_PREFIXES = (
     "nn.functional.alpha_dropout", "nn.functional.rrelu", "nn.functional.fractional_max_pool",
 )
 KNOWN_FAILURES = {
-    # The group reads its input through an argmax over a masked fill that
-    # Inductor lowers without an aten origin for the placeholder it needs.
-    "masked.argmax": "the scheduler nodes cannot be expressed as aten ops",
     # Its indices output is computed in a group that needs the input, which
-    # Inductor does not list among the group's reads.
+    # Inductor does not list among the group's reads and frees before the
+    # group runs (Note [Graph inputs a group needs but does not list]).
     "nn.functional.adaptive_max_pool3d": "the scheduler nodes cannot be expressed as aten ops",
 }
 

@@ -6,7 +6,8 @@ gives memrefs with the identity layout (contiguous tensors), results become
 output arguments (buffer-results-to-out-params) and temporaries are freed
 (buffer-deallocation-pipeline); linalg becomes affine loops, whose bool
 buffers become byte buffers (Note [Bool buffers of a kernel in bytes],
-_byte_bools.py) and which affine-super-vectorize vectorises (LANES lanes, _lanes.py), then everything is lowered to
+_byte_bools.py), whose strided accesses become scalar (Note [Strided
+accesses are not vectorised], _strided_access.py) and which affine-super-vectorize vectorises (LANES lanes, _lanes.py), then everything is lowered to
 the LLVM dialect. Before the passes, f32 ``exp`` is spelled out in
 arithmetic that vectorises and float reciprocals lose an assert that
 would stop the vectoriser (_vectorizable.py, Note [Vectorised exp in MLIR
@@ -46,13 +47,15 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import _byte_bools
+from . import _byte_bools, _strided_access
 from ._lanes import LANES
 from ._vectorizable import drop_float_reciprocal_asserts, expand_f32_exp
 
 # The passes run in two parts: between them, bool buffers become byte
-# buffers (Note [Bool buffers of a kernel in bytes], _byte_bools.py), after
-# the loops are affine loops and before they are vectorised.
+# buffers (Note [Bool buffers of a kernel in bytes], _byte_bools.py) and
+# strided accesses scalar ones (Note [Strided accesses are not vectorised],
+# _strided_access.py), after the loops are affine loops and before they are
+# vectorised.
 PIPELINE_TO_LOOPS = (
     "builtin.module("
     "func.func(linalg-fuse-elementwise-ops,math-expand-ops),"
@@ -69,7 +72,7 @@ PIPELINE_FROM_LOOPS = (
     "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-arith-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
 )
-PIPELINE = f"{PIPELINE_TO_LOOPS} bool-buffers-as-bytes {PIPELINE_FROM_LOOPS}"  # for the cache key
+PIPELINE = f"{PIPELINE_TO_LOOPS} bool-buffers-as-bytes strided-accesses-scalar-1 {PIPELINE_FROM_LOOPS}"  # for the cache key
 # Rewrites of the imported module before PIPELINE, and of the programs'
 # source (Note [Innermost reductions in lanes]) and of its arguments (Note
 # [Bool tensors cross the kernel boundary as bytes], kernel.py): part of
@@ -176,12 +179,16 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
             PassManager.parse(PIPELINE_TO_LOOPS).run(module.operation)
             # Note [Bool buffers of a kernel in bytes]
             module = _byte_bools.rewrite(module)
+            # Note [Strided accesses are not vectorised]
+            module = _strided_access.rewrite(module)
             PassManager.parse(PIPELINE_FROM_LOOPS).run(module.operation)
         _check_runtime_calls(module)
         engine = ExecutionEngine(module, opt_level=3, enable_object_dump=True)
         engine.dump_to_object_file(object_path)
     except _byte_bools.ByteBoolsError as e:
         raise MLIRCompileError(f"its bool buffers cannot be kept in bytes ({e})") from e
+    except _strided_access.StridedAccessError as e:
+        raise MLIRCompileError(f"its strided accesses cannot be kept out of vector loops ({e})") from e
     except Exception as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         detail = f": {diagnostics[-1]}" if diagnostics else ""

@@ -380,6 +380,14 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
             # Note [GELU's Gaussian computed once]
             return f"_erf_of_scaled({args[0]}, {names[source.args[0]]})"
         return f"_erf({args[0]})"
+    if (target._opname in _MATH_IN_FLOAT32 and isinstance(value, torch.Tensor) and len(args) == 1
+            and not node.kwargs and value.dtype in (torch.float16, torch.bfloat16)):
+        # Note [Half-precision math in float32]
+        return (f"torch.ops.aten._to_copy.default({name}(torch.ops.aten._to_copy.default({args[0]}, "
+                f"dtype=torch.float32)), dtype={value.dtype})")
+    if _is_reduction_of_a_scalar(node):
+        # Note [Reductions of a 0-d tensor]
+        return f"torch.ops.aten._to_copy.default({args[0]}, dtype={value.dtype})"
     if _lanes.is_lane_reduction(node):
         # Note [Innermost reductions in lanes]
         return _lanes.lane_reduction_call(args, node)
@@ -392,15 +400,51 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
     return f"{name}({', '.join(args)})"
 
 
-def build_program(snodes: Iterable[Any], output_names: list[str], read_names: list[str]) -> Program:
+# Note [Half-precision math in float32]
+# MLIR expands inverse hyperbolic and similar functions into arithmetic in
+# the operand's own type (asinh(x) = log(x + sqrt(x * x + 1)) with the sign
+# put back), and in float16 the steps lose most digits: compiled asinh of
+# float16 was off by 0.1 near 3.0, silently. Eager npu, like ATen on CPU and
+# like Inductor's own code generation, computes half-precision math in
+# float32 and rounds once; a program does the same for these ops.
+_MATH_IN_FLOAT32 = {"asinh", "acosh", "atanh", "sinh", "cosh", "asin", "acos", "atan", "tan", "log1p",
+                    "expm1", "erfinv", "lgamma", "digamma"}
+
+
+# Note [Reductions of a 0-d tensor]
+# A reduction of a 0-d tensor (sum, mean, amax, ...) is a linalg.generic
+# without loops that adds its input to its output's initial value, and
+# MLIR's elementwise fusion merges it into the loops of a consumer that
+# broadcasts it: the addition then ran once per element of the consumer, so
+# ``x.sum().expand(4)`` of 1.0 gave [1, 2, 3, 4], silently (the backward of
+# cross-entropy over a single sample divided by 3 instead of 1). Such a
+# reduction is the value itself in the result's dtype, and the program says
+# so instead.
+_SCALAR_REDUCTIONS = {"sum", "mean", "amax", "amin", "prod", "max", "min", "any", "all", "nansum"}
+
+
+def _is_reduction_of_a_scalar(node: Any) -> bool:
+    if _op_name(node) not in _SCALAR_REDUCTIONS or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    source, value = node.args[0].meta.get("val"), node.meta.get("val")
+    return (isinstance(source, torch.Tensor) and isinstance(value, torch.Tensor)
+            and source.dim() == 0 and value.dim() == 0)
+
+
+def build_program(snodes: Iterable[Any], output_names: list[str], read_names: list[str],
+                  unlisted_inputs: Iterable[str] = ()) -> Program:
     """The aten program of a fused group: ``output_names`` are the group's
-    buffers needed outside it, ``read_names`` the buffers it reads."""
+    buffers needed outside it, ``read_names`` the buffers it reads;
+    ``unlisted_inputs``: graph inputs it may also read where its program
+    needs them (Note [Graph inputs a group needs but does not list])."""
     mapping = _buffer_fx_map()
     available: dict[torch.fx.Node, str] = {}
     for name in read_names:
         fx = mapping.get(name)
         if fx is not None and _value_source(fx) not in available:
             available[_value_source(fx)] = name
+    unlisted = {_value_source(mapping[name]): name for name in unlisted_inputs
+                if name in mapping and _value_source(mapping[name]) not in available}
     outputs: list[torch.fx.Node] = []
     for name in output_names:
         fx = mapping.get(name)
@@ -422,6 +466,8 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             return
         if depth > 2000:
             raise UnmappableGroup("program too deep")
+        if n in unlisted and n not in available:
+            available[n] = unlisted[n]
         if n in available and n not in outputs:
             inputs.append(n)
         elif (source := _passed_through(n)) is not None:
@@ -469,18 +515,20 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
         if n.target is operator.getitem:
             lines.append(f"    v{i} = {names[n.args[0]]}[{int(n.args[1])}]")
             continue
-        if not isinstance(n.target, torch._ops.OpOverload):
+        # ``op``: ``n`` with the overload it calls (``n`` stays the key of names).
+        op = _with_overload(n) if isinstance(n.target, torch._ops.OpOverloadPacket) else n
+        if not isinstance(op.target, torch._ops.OpOverload):
             raise UnmappableGroup(f"{n.format_node()} is not an aten op")
-        is_view = _op_name(n) in _VIEW_OPS and _op_name(n) not in ("clone", "_to_copy")
+        is_view = _op_name(op) in _VIEW_OPS and _op_name(op) not in ("clone", "_to_copy")
         uses = names if is_view else as_bool
         args = [printer.value(a, uses) for a in n.args]
         args += [f"{k}={printer.value(v, uses)}" for k, v in n.kwargs.items()]
-        call = _call(n, args, uses)
+        call = _call(op, args, uses)
         if _is_bool(n) and not is_view:
             call = f"torch.ops.aten._to_copy.default({call}, dtype=torch.uint8)"
         lines.append(f"    v{i} = {call}")
-        if _op_name(n) not in _VIEW_OPS and _op_name(n) not in op_names:
-            op_names.append(_op_name(n))
+        if _op_name(op) not in _VIEW_OPS and _op_name(op) not in op_names:
+            op_names.append(_op_name(op))
     results = []
     for o in outputs:
         if o in copies:
@@ -495,6 +543,30 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     result = ", ".join(results)
     source = "\n".join([f"def program({', '.join(params)}):", *lines, f"    return ({result},)", ""])
     return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
+
+
+class _WithOverload:
+    """An FX node seen with another target (the graph is Inductor's and
+    stays as it is)."""
+
+    def __init__(self, node: torch.fx.Node, target: torch._ops.OpOverload) -> None:
+        self._node = node
+        self.target = target
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._node, name)
+
+
+def _with_overload(node: torch.fx.Node) -> Any:
+    """``node`` with its op packet resolved to the overload it calls. Some
+    of Inductor's decompositions call a packet (``aten.clone`` in
+    ``slice_scatter``'s); it is resolved when that is unambiguous: its one
+    overload that is not an ``out=`` variant."""
+    packet = node.target
+    functional = [name for name in packet.overloads() if not name.startswith("out")]
+    if len(functional) != 1:
+        raise UnmappableGroup(f"{node.format_node()} calls the op packet {packet} with several overloads")
+    return _WithOverload(node, getattr(packet, functional[0]))
 
 
 # Note [Bool values of a program in bytes]

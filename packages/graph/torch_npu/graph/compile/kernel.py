@@ -88,6 +88,19 @@ def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint8) if t.dtype == torch.bool else t
 
 
+# Note [Programs torch-mlir crashes on]
+# torch-mlir's lowering of some ops does not fail but crashes the process
+# (a segmentation fault inside its pass pipeline, which no exception can
+# catch): max_pool3d of an int64 tensor did, with or without indices and
+# ceil_mode. A program with such an op is not given to torch-mlir; it runs
+# its aten ops eagerly, with the usual warning naming the kernel.
+def _crashes_torch_mlir(source: str, inputs: Any) -> str | None:
+    """Why torch-mlir must not see ``source`` with these inputs, else None."""
+    if ".max_pool3d" in source and any(not t.dtype.is_floating_point for t in inputs):
+        return "torch-mlir crashes lowering max_pool3d of integers"
+    return None
+
+
 def _backend() -> str:
     from torch._inductor import config
 
@@ -144,6 +157,8 @@ class MLIRKernel:
 
         if self.num_inputs + self.num_outputs > _launch.MAX_KERNEL_ARGS:
             reason = f"it has more than {_launch.MAX_KERNEL_ARGS} tensor arguments"
+        elif (crash := _crashes_torch_mlir(self.source, inputs)) is not None:
+            reason = crash
         else:
             cpu = torch.device("cpu")
 
