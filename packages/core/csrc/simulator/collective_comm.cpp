@@ -24,9 +24,13 @@
 #include <thread>
 #include <type_traits>
 
+#include "bulk_copy.h"
 #include "collective_reduce.h"
+#include "config.h"
 #include "device.h"
 #include "device_memory.h"
+#include "errors.h"
+#include "model.h"
 #include "peer_memory.h"
 #include "runtime.h"
 #include "shared_segment.h"
@@ -1083,10 +1087,13 @@ void Communicator::publishHeap() {
   RankState& mine = region_->rank[rank_];
   mine.heap_fd.store(-1);
   Device& device = Runtime::get().device(device_);
-  if (!device.initialized() || !device.memory().heapShared()) {
+  if (!device.initialized()) {
     return;
   }
-  const DeviceMemory& memory = device.memory();
+  DeviceMemory& memory = device.memory();
+  if (!memory.heapShared() && !shareHeapForPeers(device)) {
+    return;
+  }
   struct stat st {};
   if (fstat(memory.memfd(), &st) != 0) {
     return;
@@ -1095,6 +1102,28 @@ void Communicator::publishHeap() {
   mine.heap_bytes.store(memory.capacity());
   mine.heap_address.store(memory.heapHostBase());
   mine.heap_fd.store(memory.memfd());
+}
+
+bool Communicator::shareHeapForPeers(Device& device) {
+  // Note [Device heap kind] (config.cpp): a rank no launcher described
+  // (torch.multiprocessing.spawn) started with a private heap; joining a
+  // communicator of several ranks shows it is one, so its heap becomes
+  // shared now, before any peer reads it.
+  if (size_ < 2 || config().heap_kind_fixed || wantedTransport() != Transport::kMapped ||
+      captureOnDevice(device.id()) != nullptr) {
+    return false;
+  }
+  // The live allocations' pages move: no device work may write them
+  // meanwhile (as for an IPC export, Note [IPC memory]).
+  if (device.drain("HcclCommInitRootInfo", nullptr) != ACL_SUCCESS ||
+      device.memory().shareHeap() != ACL_SUCCESS) {
+    std::fprintf(stderr,
+                 "[npu_sim] HCCL: device %u's memory stays private (%s); this rank's peers "
+                 "read it with cross-memory attach, which is slower.\n",
+                 device.id(), takeRecentError());
+    return false;
+  }
+  return true;
 }
 
 bool Communicator::mapPeerHeaps() {
@@ -1174,20 +1203,27 @@ HcclResult Communicator::endDirect(std::string* why) {
 }
 
 HcclResult Communicator::readFrom(uint32_t r, uintptr_t remote, void* local, size_t bytes,
-                                  std::string* why) {
+                                  std::string* why, bool bypass_cache) {
   if (bytes == 0) {
     return HCCL_SUCCESS;
   }
   if (r == rank_) {
-    if (reinterpret_cast<void*>(remote) != local) {
-      std::memmove(local, reinterpret_cast<const void*>(remote), bytes);
+    const void* from = reinterpret_cast<const void*>(remote);
+    if (bypass_cache && !overlap(local, bytes, from, bytes)) {
+      copyBypassingCache(local, from, bytes);
+    } else if (from != local) {
+      std::memmove(local, from, bytes);
     }
     return HCCL_SUCCESS;
   }
   if (const char* view = peerView(r, remote, bytes); view != nullptr) {
     // A peer that exits leaves its pages mapped here: the next meeting,
     // which it does not reach, fails the collective naming it.
-    std::memcpy(local, view, bytes);
+    if (bypass_cache) {
+      copyBypassingCache(local, view, bytes);
+    } else {
+      std::memcpy(local, view, bytes);
+    }
     return HCCL_SUCCESS;
   }
   const int32_t pid = region_->rank[r].pid.load();
@@ -1217,7 +1253,7 @@ HcclResult Communicator::readFrom(uint32_t r, uintptr_t remote, void* local, siz
 
 HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* out,
                                     size_t count, HcclDataType type, HcclReduceOp op,
-                                    std::string* why) {
+                                    std::string* why, bool bypass_cache) {
   const size_t esize = hcclElementSize(type);
   const char* own = reinterpret_cast<const char*>(inputs[rank_]);
   const size_t bytes = count * esize;
@@ -1225,7 +1261,11 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
   // which rank 0's data would then overwrite before it is combined; rank 0
   // reducing in place starts from its input already there.
   const bool from_own = rank_ == 0 && out == own;
-  const bool in_output = from_own || !(out < own + bytes && own < out + bytes);
+  // Note [Bulk copies bypass the cache] (bulk_copy.cpp): a large output is
+  // written from the accumulator with non-temporal stores, except where it
+  // is this rank's input, whose lines the reads bring into the cache.
+  const bool in_output =
+      from_own || (!bypass_cache && !(out < own + bytes && own < out + bytes));
   const size_t chunk = kReduceChunkBytes / esize;
   scratch_.resize(2 * kReduceChunkBytes);
   char* const staged = scratch_.data() + kReduceChunkBytes;
@@ -1270,7 +1310,11 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
       std::memcpy(acc, first, m * esize);
     }
     if (!in_output) {
-      std::memcpy(out + at, acc, m * esize);
+      if (bypass_cache) {
+        copyBypassingCache(out + at, acc, m * esize);
+      } else {
+        std::memcpy(out + at, acc, m * esize);
+      }
     }
   }
   return HCCL_SUCCESS;
@@ -1299,6 +1343,8 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
   if (HcclResult error = beginDirect(what, send, recv, why); error != HCCL_SUCCESS) {
     return error;
   }
+  // Note [Bulk copies bypass the cache] (bulk_copy.cpp).
+  const bool bypass_cache = count * esize >= kBypassCacheBytes;
   std::vector<uintptr_t> inputs(size_);
   if (root >= 0) {
     // HcclReduce: the root combines everything; the others only wait until
@@ -1307,7 +1353,8 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
       for (uint32_t r = 0; r < size_; ++r) {
         inputs[r] = peerSend(r);
       }
-      if (HcclResult e = reduceFrom(inputs, recv, count, type, op, why); e != HCCL_SUCCESS) {
+      if (HcclResult e = reduceFrom(inputs, recv, count, type, op, why, bypass_cache);
+          e != HCCL_SUCCESS) {
         return e;
       }
     }
@@ -1320,7 +1367,8 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
   for (uint32_t r = 0; r < size_; ++r) {
     inputs[r] = peerSend(r) + lo * esize;
   }
-  if (HcclResult e = reduceFrom(inputs, recv + lo * esize, hi - lo, type, op, why);
+  if (HcclResult e =
+          reduceFrom(inputs, recv + lo * esize, hi - lo, type, op, why, bypass_cache);
       e != HCCL_SUCCESS) {
     return e;
   }
@@ -1336,7 +1384,7 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
     if (r != rank_) {
       const auto [from, to] = share(r);
       if (HcclResult e = readFrom(r, peerRecv(r) + from * esize, recv + from * esize,
-                                  (to - from) * esize, why);
+                                  (to - from) * esize, why, bypass_cache);
           e != HCCL_SUCCESS) {
         return e;
       }
@@ -1423,7 +1471,8 @@ HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, u
       return e;
     }
     if (rank_ != root) {
-      if (HcclResult e = readFrom(root, peerSend(root), data, count * esize, why);
+      if (HcclResult e = readFrom(root, peerSend(root), data, count * esize, why,
+                                  count * esize >= kBypassCacheBytes);
           e != HCCL_SUCCESS) {
         return e;
       }
@@ -1466,7 +1515,8 @@ HcclResult Communicator::allGather(const void* send, void* recv, size_t count, H
       return e;
     }
     for (uint32_t r = 0; r < size_; ++r) {
-      if (HcclResult e = readFrom(r, peerSend(r), out + r * bytes, bytes, why);
+      if (HcclResult e = readFrom(r, peerSend(r), out + r * bytes, bytes, why,
+                                  size_ * bytes >= kBypassCacheBytes);
           e != HCCL_SUCCESS) {
         return e;
       }
@@ -1520,7 +1570,9 @@ HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recv
     for (uint32_t r = 0; r < size_; ++r) {
       inputs[r] = peerSend(r) + rank_ * bytes;
     }
-    if (HcclResult e = reduceFrom(inputs, out, recvCount, type, op, why); e != HCCL_SUCCESS) {
+    if (HcclResult e =
+            reduceFrom(inputs, out, recvCount, type, op, why, bytes >= kBypassCacheBytes);
+        e != HCCL_SUCCESS) {
       return e;
     }
     const HcclResult ended = endDirect(why);
@@ -1646,7 +1698,8 @@ HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>
     for (uint32_t from = 0; from < size_; ++from) {
       const uintptr_t at = peerSend(from) + planOf(from, 2 * n + rank_) * esize;
       if (HcclResult r = readFrom(from, at, out + recvDispls[from] * esize,
-                                  recvCounts[from] * esize, why);
+                                  recvCounts[from] * esize, why,
+                                  recv_bytes >= kBypassCacheBytes);
           r != HCCL_SUCCESS) {
         return r;
       }

@@ -84,6 +84,33 @@ bool DeviceMemory::mapAnonymousHeap() {
   return true;
 }
 
+aclError DeviceMemory::shareHeap() {
+  std::unique_lock lock(mutex_);
+  if (!heap_anonymous_) {
+    return ACL_SUCCESS;
+  }
+  // One allocation at a time, so that its private pages go back to the
+  // host before the next one's are copied: the heap never needs twice its
+  // memory.
+  for (auto& [p, allocation] : heap_) {
+    if (!allocation.shared) {
+      if (aclError err = shareHeapPages(p - heap_base_, allocation.rounded); err != ACL_SUCCESS) {
+        return err;
+      }
+    }
+  }
+  // The free ranges are holes of the memfd (releaseHeapPages), so mapping
+  // it whole adds no memory.
+  std::string error;
+  if (!mapDeviceRange(layout_, heap_base_, capacity_, fd_, 0, &error)) {
+    return fail(ACL_ERROR_RT_MEMORY_ALLOCATION,
+                "device %u: making its memory shared with the HCCL peers failed: %s", device_,
+                error.c_str());
+  }
+  heap_anonymous_ = false;
+  return ACL_SUCCESS;
+}
+
 void DeviceMemory::releaseHeapPages(uint64_t offset, uint64_t size, bool shared) const {
   void* at = reinterpret_cast<void*>(heap_base_ + offset);
   if (heap_anonymous_ && !shared) {
