@@ -1258,14 +1258,20 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
   const char* own = reinterpret_cast<const char*>(inputs[rank_]);
   const size_t bytes = count * esize;
   // The output accumulates in place unless it overlaps this rank's input,
-  // which rank 0's data would then overwrite before it is combined; rank 0
-  // reducing in place starts from its input already there.
-  const bool from_own = rank_ == 0 && out == own;
+  // which the partial sums would then overwrite before it is combined.
+  // Exactly in place, that happens only after the step that reads it: rank
+  // 0's input is the first operand and rank 1's the second of the first
+  // step, which combines element for element, so these two ranks reduce in
+  // place (the others' shares of the input are not written: the peers
+  // read those). Rank 1 took a third longer than rank 0 for its share of a
+  // 256 MiB all-reduce going through the accumulator, and rank 0 waited
+  // for it at the next meeting.
+  const bool in_place = out == own && rank_ <= 1;
   // Note [Bulk copies bypass the cache] (bulk_copy.cpp): a large output is
-  // written from the accumulator with non-temporal stores, except where it
-  // is this rank's input, whose lines the reads bring into the cache.
+  // written from the accumulator with non-temporal stores, except in
+  // place, where the reads bring the output's lines into the cache.
   const bool in_output =
-      from_own || (!bypass_cache && !(out < own + bytes && own < out + bytes));
+      in_place || (!bypass_cache && !(out < own + bytes && own < out + bytes));
   const size_t chunk = kReduceChunkBytes / esize;
   scratch_.resize(2 * kReduceChunkBytes);
   char* const staged = scratch_.data() + kReduceChunkBytes;
@@ -1285,11 +1291,15 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
     if (rank_ != 0) {
       first = peerView(0, inputs[0] + at, m * esize);
       if (first == nullptr) {
-        if (HcclResult r = readFrom(0, inputs[0] + at, acc, m * esize, why);
+        // In place, `acc` is this rank's input, still to be read: rank 0's
+        // chunk lands beside it (`staged`, free again once the first step
+        // has read it).
+        char* landing = in_place ? staged : acc;
+        if (HcclResult r = readFrom(0, inputs[0] + at, landing, m * esize, why);
             r != HCCL_SUCCESS) {
           return r;
         }
-        first = acc;
+        first = landing;
       }
     }
     for (uint32_t r = 1; r < size_; ++r) {
