@@ -168,7 +168,8 @@ class DeviceMemory {
   void releaseHeapPages(uint64_t offset, uint64_t size, bool shared) const;
   // Moves an anonymous heap range's pages to the memfd (copying them) and
   // maps the memfd there instead; the caller holds mutex_ exclusively.
-  aclError shareHeapPages(uint64_t offset, uint64_t size);
+  // `api` names the call in errors.
+  aclError shareHeapPages(uint64_t offset, uint64_t size, const char* api);
   // Finds the heap allocation containing p; the caller holds mutex_.
   const std::pair<const uintptr_t, HeapAllocation>* findHeapAllocation(uintptr_t p) const;
   aclError outOfMemory(const char* api, uint64_t size) const;
