@@ -1253,7 +1253,7 @@ HcclResult Communicator::readFrom(uint32_t r, uintptr_t remote, void* local, siz
 
 HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* out,
                                     size_t count, HcclDataType type, HcclReduceOp op,
-                                    std::string* why, bool bypass_cache) {
+                                    std::string* why) {
   const size_t esize = hcclElementSize(type);
   const char* own = reinterpret_cast<const char*>(inputs[rank_]);
   const size_t bytes = count * esize;
@@ -1267,11 +1267,9 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
   // 256 MiB all-reduce going through the accumulator, and rank 0 waited
   // for it at the next meeting.
   const bool in_place = out == own && rank_ <= 1;
-  // Note [Bulk copies bypass the cache] (bulk_copy.cpp): a large output is
-  // written from the accumulator with non-temporal stores, except in
-  // place, where the reads bring the output's lines into the cache.
-  const bool in_output =
-      in_place || (!bypass_cache && !(out < own + bytes && own < out + bytes));
+  // The output is written with plain stores, also when it is large (Note
+  // [Bulk copies bypass the cache], bulk_copy.cpp, measured no gain here).
+  const bool in_output = in_place || !(out < own + bytes && own < out + bytes);
   const size_t chunk = kReduceChunkBytes / esize;
   scratch_.resize(2 * kReduceChunkBytes);
   char* const staged = scratch_.data() + kReduceChunkBytes;
@@ -1320,11 +1318,7 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
       std::memcpy(acc, first, m * esize);
     }
     if (!in_output) {
-      if (bypass_cache) {
-        copyBypassingCache(out + at, acc, m * esize);
-      } else {
-        std::memcpy(out + at, acc, m * esize);
-      }
+      std::memcpy(out + at, acc, m * esize);
     }
   }
   return HCCL_SUCCESS;
@@ -1363,8 +1357,7 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
       for (uint32_t r = 0; r < size_; ++r) {
         inputs[r] = peerSend(r);
       }
-      if (HcclResult e = reduceFrom(inputs, recv, count, type, op, why, bypass_cache);
-          e != HCCL_SUCCESS) {
+      if (HcclResult e = reduceFrom(inputs, recv, count, type, op, why); e != HCCL_SUCCESS) {
         return e;
       }
     }
@@ -1377,8 +1370,7 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
   for (uint32_t r = 0; r < size_; ++r) {
     inputs[r] = peerSend(r) + lo * esize;
   }
-  if (HcclResult e =
-          reduceFrom(inputs, recv + lo * esize, hi - lo, type, op, why, bypass_cache);
+  if (HcclResult e = reduceFrom(inputs, recv + lo * esize, hi - lo, type, op, why);
       e != HCCL_SUCCESS) {
     return e;
   }
@@ -1580,9 +1572,7 @@ HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recv
     for (uint32_t r = 0; r < size_; ++r) {
       inputs[r] = peerSend(r) + rank_ * bytes;
     }
-    if (HcclResult e =
-            reduceFrom(inputs, out, recvCount, type, op, why, bytes >= kBypassCacheBytes);
-        e != HCCL_SUCCESS) {
+    if (HcclResult e = reduceFrom(inputs, out, recvCount, type, op, why); e != HCCL_SUCCESS) {
       return e;
     }
     const HcclResult ended = endDirect(why);

@@ -288,8 +288,7 @@ class Communicator {
   // out[0, count) = inputs[0] (op) inputs[1] (op) ... in rank order, where
   // inputs[r] is an address in rank r's process (inputs[rank_] one here).
   HcclResult reduceFrom(const std::vector<uintptr_t>& inputs, char* out, size_t count,
-                        HcclDataType type, HcclReduceOp op, std::string* why,
-                        bool bypass_cache = false);
+                        HcclDataType type, HcclReduceOp op, std::string* why);
   HcclResult allReduceDirect(const char* send, char* recv, size_t count, HcclDataType type,
                              HcclReduceOp op, int64_t root, const CollectiveDescriptor& what,
                              std::string* why);
