@@ -627,3 +627,47 @@ def test_bad_multi_stream_memory_reuse_is_refused(tmp_path, monkeypatch):
     outputs = run_ranks(tmp_path, "", world=1, prelude=prelude)
     assert "MULTI_STREAM_MEMORY_REUSE='5' is not valid" in outputs[0], outputs[0]
     assert "use 0" in outputs[0]
+
+
+SPAWNED_RANKS = """\
+import os, sys, warnings
+import torch, torch_npu
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+def rank_main(rank, world, store):
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    torch.npu.set_device(rank)
+    before = torch.arange(1 << 20, dtype=torch.float32).npu() + rank  # allocated before joining
+    dist.init_process_group("hccl", init_method=f"file://{store}", rank=rank, world_size=world)
+    dist.all_reduce(before)
+    expected = 2 * torch.arange(1 << 20, dtype=torch.float32) + 1
+    # The peer's device memory (a memfd named after its device) mapped
+    # read-only here: the mapped transport (Note [Direct collectives]).
+    peer = f"memfd:npu_sim:device{1 - rank} "
+    with open("/proc/self/maps") as maps:
+        mapped = any(peer in line and " r--s " in line for line in maps)
+    print(rank, torch.equal(before.cpu(), expected), mapped, flush=True)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(rank_main, args=(2, sys.argv[1]), nprocs=2)
+"""
+
+
+@pytest.mark.parametrize("heap,mapped", [(None, True), ("private", False)])
+def test_spawned_ranks_read_each_other_through_mappings(tmp_path, heap, mapped):
+    # torch.multiprocessing.spawn sets no WORLD_SIZE, so the ranks' heaps
+    # start private; joining the communicator makes them shared (Note
+    # [Device heap kind]) unless NPU_SIM_DEVICE_HEAP says private. Without
+    # the checker, which would make every heap shared from the start.
+    script = tmp_path / "spawn.py"
+    script.write_text(SPAWNED_RANKS)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NPU_SIM_CHECKER", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NPU_SIM_DEVICE_HEAP")}
+    if heap is not None:
+        env["NPU_SIM_DEVICE_HEAP"] = heap
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "store")], env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == [f"{r} True {mapped}" for r in range(2)]

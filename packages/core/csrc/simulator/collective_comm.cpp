@@ -24,9 +24,13 @@
 #include <thread>
 #include <type_traits>
 
+#include "bulk_copy.h"
 #include "collective_reduce.h"
+#include "config.h"
 #include "device.h"
 #include "device_memory.h"
+#include "errors.h"
+#include "model.h"
 #include "peer_memory.h"
 #include "runtime.h"
 #include "shared_segment.h"
@@ -1083,10 +1087,13 @@ void Communicator::publishHeap() {
   RankState& mine = region_->rank[rank_];
   mine.heap_fd.store(-1);
   Device& device = Runtime::get().device(device_);
-  if (!device.initialized() || !device.memory().heapShared()) {
+  if (!device.initialized()) {
     return;
   }
-  const DeviceMemory& memory = device.memory();
+  DeviceMemory& memory = device.memory();
+  if (!memory.heapShared() && !shareHeapForPeers(device)) {
+    return;
+  }
   struct stat st {};
   if (fstat(memory.memfd(), &st) != 0) {
     return;
@@ -1095,6 +1102,28 @@ void Communicator::publishHeap() {
   mine.heap_bytes.store(memory.capacity());
   mine.heap_address.store(memory.heapHostBase());
   mine.heap_fd.store(memory.memfd());
+}
+
+bool Communicator::shareHeapForPeers(Device& device) {
+  // Note [Device heap kind] (config.cpp): a rank no launcher described
+  // (torch.multiprocessing.spawn) started with a private heap; joining a
+  // communicator of several ranks shows it is one, so its heap becomes
+  // shared now, before any peer reads it.
+  if (size_ < 2 || config().heap_kind_fixed || wantedTransport() != Transport::kMapped ||
+      captureOnDevice(device.id()) != nullptr) {
+    return false;
+  }
+  // The live allocations' pages move: no device work may write them
+  // meanwhile (as for an IPC export, Note [IPC memory]).
+  if (device.drain("HcclCommInitRootInfo", nullptr) != ACL_SUCCESS ||
+      device.memory().shareHeap() != ACL_SUCCESS) {
+    std::fprintf(stderr,
+                 "[npu_sim] HCCL: device %u's memory stays private (%s); this rank's peers "
+                 "read it with cross-memory attach, which is slower.\n",
+                 device.id(), takeRecentError());
+    return false;
+  }
+  return true;
 }
 
 bool Communicator::mapPeerHeaps() {
@@ -1174,20 +1203,27 @@ HcclResult Communicator::endDirect(std::string* why) {
 }
 
 HcclResult Communicator::readFrom(uint32_t r, uintptr_t remote, void* local, size_t bytes,
-                                  std::string* why) {
+                                  std::string* why, bool bypass_cache) {
   if (bytes == 0) {
     return HCCL_SUCCESS;
   }
   if (r == rank_) {
-    if (reinterpret_cast<void*>(remote) != local) {
-      std::memmove(local, reinterpret_cast<const void*>(remote), bytes);
+    const void* from = reinterpret_cast<const void*>(remote);
+    if (bypass_cache && !overlap(local, bytes, from, bytes)) {
+      copyBypassingCache(local, from, bytes);
+    } else if (from != local) {
+      std::memmove(local, from, bytes);
     }
     return HCCL_SUCCESS;
   }
   if (const char* view = peerView(r, remote, bytes); view != nullptr) {
     // A peer that exits leaves its pages mapped here: the next meeting,
     // which it does not reach, fails the collective naming it.
-    std::memcpy(local, view, bytes);
+    if (bypass_cache) {
+      copyBypassingCache(local, view, bytes);
+    } else {
+      std::memcpy(local, view, bytes);
+    }
     return HCCL_SUCCESS;
   }
   const int32_t pid = region_->rank[r].pid.load();
@@ -1222,10 +1258,18 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
   const char* own = reinterpret_cast<const char*>(inputs[rank_]);
   const size_t bytes = count * esize;
   // The output accumulates in place unless it overlaps this rank's input,
-  // which rank 0's data would then overwrite before it is combined; rank 0
-  // reducing in place starts from its input already there.
-  const bool from_own = rank_ == 0 && out == own;
-  const bool in_output = from_own || !(out < own + bytes && own < out + bytes);
+  // which the partial sums would then overwrite before it is combined.
+  // Exactly in place, that happens only after the step that reads it: rank
+  // 0's input is the first operand and rank 1's the second of the first
+  // step, which combines element for element, so these two ranks reduce in
+  // place (the others' shares of the input are not written: the peers
+  // read those). Rank 1 took a third longer than rank 0 for its share of a
+  // 256 MiB all-reduce going through the accumulator, and rank 0 waited
+  // for it at the next meeting.
+  const bool in_place = out == own && rank_ <= 1;
+  // The output is written with plain stores, also when it is large (Note
+  // [Bulk copies bypass the cache], bulk_copy.cpp, measured no gain here).
+  const bool in_output = in_place || !(out < own + bytes && own < out + bytes);
   const size_t chunk = kReduceChunkBytes / esize;
   scratch_.resize(2 * kReduceChunkBytes);
   char* const staged = scratch_.data() + kReduceChunkBytes;
@@ -1245,11 +1289,15 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
     if (rank_ != 0) {
       first = peerView(0, inputs[0] + at, m * esize);
       if (first == nullptr) {
-        if (HcclResult r = readFrom(0, inputs[0] + at, acc, m * esize, why);
+        // In place, `acc` is this rank's input, still to be read: rank 0's
+        // chunk lands beside it (`staged`, free again once the first step
+        // has read it).
+        char* landing = in_place ? staged : acc;
+        if (HcclResult r = readFrom(0, inputs[0] + at, landing, m * esize, why);
             r != HCCL_SUCCESS) {
           return r;
         }
-        first = acc;
+        first = landing;
       }
     }
     for (uint32_t r = 1; r < size_; ++r) {
@@ -1299,6 +1347,8 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
   if (HcclResult error = beginDirect(what, send, recv, why); error != HCCL_SUCCESS) {
     return error;
   }
+  // Note [Bulk copies bypass the cache] (bulk_copy.cpp).
+  const bool bypass_cache = count * esize >= kBypassCacheBytes;
   std::vector<uintptr_t> inputs(size_);
   if (root >= 0) {
     // HcclReduce: the root combines everything; the others only wait until
@@ -1336,7 +1386,7 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
     if (r != rank_) {
       const auto [from, to] = share(r);
       if (HcclResult e = readFrom(r, peerRecv(r) + from * esize, recv + from * esize,
-                                  (to - from) * esize, why);
+                                  (to - from) * esize, why, bypass_cache);
           e != HCCL_SUCCESS) {
         return e;
       }
@@ -1423,7 +1473,8 @@ HcclResult Communicator::broadcast(void* buf, size_t count, HcclDataType type, u
       return e;
     }
     if (rank_ != root) {
-      if (HcclResult e = readFrom(root, peerSend(root), data, count * esize, why);
+      if (HcclResult e = readFrom(root, peerSend(root), data, count * esize, why,
+                                  count * esize >= kBypassCacheBytes);
           e != HCCL_SUCCESS) {
         return e;
       }
@@ -1466,7 +1517,8 @@ HcclResult Communicator::allGather(const void* send, void* recv, size_t count, H
       return e;
     }
     for (uint32_t r = 0; r < size_; ++r) {
-      if (HcclResult e = readFrom(r, peerSend(r), out + r * bytes, bytes, why);
+      if (HcclResult e = readFrom(r, peerSend(r), out + r * bytes, bytes, why,
+                                  size_ * bytes >= kBypassCacheBytes);
           e != HCCL_SUCCESS) {
         return e;
       }
@@ -1646,7 +1698,8 @@ HcclResult Communicator::allToAllV(const char* send, const std::vector<uint64_t>
     for (uint32_t from = 0; from < size_; ++from) {
       const uintptr_t at = peerSend(from) + planOf(from, 2 * n + rank_) * esize;
       if (HcclResult r = readFrom(from, at, out + recvDispls[from] * esize,
-                                  recvCounts[from] * esize, why);
+                                  recvCounts[from] * esize, why,
+                                  recv_bytes >= kBypassCacheBytes);
           r != HCCL_SUCCESS) {
         return r;
       }

@@ -53,6 +53,7 @@ struct CommRegion; // the shared header, in collective_comm.cpp
 class SocketTransport; // between machines: Note [Socket transport], socket_transport.cpp
 struct SocketAddress;  // socket_io.h
 struct Channel;    // one sender-receiver pair's state, in collective_comm.cpp
+class Device;      // device.h
 
 // The collectives, as descriptors name them. HcclAlltoAll is the even case
 // of HcclAlltoAllV: the two agree with each other.
@@ -251,8 +252,12 @@ class Communicator {
   // their bests (direct_: anything but staging).
   HcclResult chooseTransport(double timeout_seconds, std::string* why);
   // Publishes this rank's device heap for the peers to map, when it is
-  // shared (Note [Device heap kind]); before the joining meeting.
+  // shared or can be made so (Note [Device heap kind]); before the joining
+  // meeting.
   void publishHeap();
+  // Makes `device`'s private heap shared when this rank may read its peers
+  // through mappings; false when it stays private.
+  bool shareHeapForPeers(Device& device);
   // Maps every peer's device heap; false (and maps none) unless all are
   // shared and the kernel lets this process map them.
   bool mapPeerHeaps();
@@ -276,8 +281,10 @@ class Communicator {
   uintptr_t peerRecv(uint32_t r) const;
   // Copies `bytes` at `remote` in rank r's process to `local` (a plain copy
   // when r is this rank); a rank that exited fails the collective naming it.
+  // `bypass_cache`: `local` is part of a large output (Note [Bulk copies
+  // bypass the cache], bulk_copy.cpp).
   HcclResult readFrom(uint32_t r, uintptr_t remote, void* local, size_t bytes,
-                      std::string* why);
+                      std::string* why, bool bypass_cache = false);
   // out[0, count) = inputs[0] (op) inputs[1] (op) ... in rank order, where
   // inputs[r] is an address in rank r's process (inputs[rank_] one here).
   HcclResult reduceFrom(const std::vector<uintptr_t>& inputs, char* out, size_t count,

@@ -164,9 +164,20 @@ std::vector<int32_t> readVisibleDevices(uint32_t physical_count) {
 // torchrun, torch.distributed's launchers), and private otherwise;
 // NPU_SIM_DEVICE_HEAP=shared|private overrides that. Read when the
 // configuration is (the first simulator call), so a launcher's variables
-// count only when set before it; a rank whose heap is private still runs
-// direct collectives, over cross-memory attach. With the checker on the
-// heap is always the memfd (the checker maps device memory twice).
+// count only when set before it. Ranks that no launcher describes
+// (torch.multiprocessing.spawn sets no WORLD_SIZE; a hand-rolled
+// multiprocessing job) start private, so the first HCCL communicator of
+// two or more ranks made on a device makes its heap shared then
+// (DeviceMemory::shareHeap, from Communicator::publishHeap): that a
+// process joins such a communicator is the surest sign that it is a rank,
+// and it comes before any collective reads a peer. The switch drains the
+// device and copies the live allocations into the memfd once (their
+// addresses stay), like an IPC export; it is skipped when
+// NPU_SIM_DEVICE_HEAP names the kind, when NPU_SIM_HCCL_TRANSPORT asks for
+// less than mapped, and during a graph capture on the device, where such a
+// rank keeps its private heap and runs direct collectives over
+// cross-memory attach. With the checker on the heap is always the memfd
+// (the checker maps device memory twice).
 bool launchedAsRank() {
   for (const char* name : {"WORLD_SIZE", "LOCAL_WORLD_SIZE"}) {
     const char* text = env(name);
@@ -176,6 +187,15 @@ bool launchedAsRank() {
     }
   }
   return false;
+}
+
+bool heapKindNamed() {
+  const char* text = env("NPU_SIM_DEVICE_HEAP");
+  if (text == nullptr) {
+    return false;
+  }
+  const std::string_view v = trim(text);
+  return equalsIgnoreCase(v, "shared") || equalsIgnoreCase(v, "private");
 }
 
 bool readSharedHeap() {
@@ -231,6 +251,7 @@ Config load() {
   c.capacity = readCapacity();
   c.checker = readSwitch("NPU_SIM_CHECKER", "memory checker");
   c.shared_heap = c.checker || readSharedHeap();
+  c.heap_kind_fixed = c.checker || heapKindNamed();
   c.race_check = readSwitch("NPU_SIM_RACE_CHECK", "stream race detector");
   c.cann_version = readCannVersion();
   const char* soc = env("NPU_SIM_SOC_NAME");

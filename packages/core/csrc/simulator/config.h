@@ -36,6 +36,9 @@ struct Config {
   // Note [Device heap kind]: aclrtMalloc memory is MAP_SHARED of the
   // device's memfd (peers can map it) rather than private huge pages.
   bool shared_heap = false;
+  // NPU_SIM_DEVICE_HEAP named the kind (or the checker fixed it): a
+  // communicator does not make a private heap shared then.
+  bool heap_kind_fixed = false;
   bool race_check = false;
   CannVersion cann_version;
   std::string soc_name;                // ends with " (simulated)"

@@ -84,6 +84,47 @@ bool DeviceMemory::mapAnonymousHeap() {
   return true;
 }
 
+aclError DeviceMemory::shareHeap() {
+  std::unique_lock lock(mutex_);
+  if (!heap_anonymous_) {
+    return ACL_SUCCESS;
+  }
+  // One allocation at a time, so that its private pages go back to the
+  // host before the next one's are copied: the heap never needs twice its
+  // memory.
+  std::vector<HeapAllocation*> moved;
+  // Should the heap stay private, the allocations already moved are freed
+  // as exported ones are (back to anonymous memory, their memfd pages
+  // punched out); revoking their keys finds none.
+  auto keepMoved = [&] {
+    for (HeapAllocation* allocation : moved) {
+      allocation->shared = true;
+    }
+  };
+  for (auto& [p, allocation] : heap_) {
+    if (!allocation.shared) {
+      if (aclError err =
+              shareHeapPages(p - heap_base_, allocation.rounded, "HcclCommInitRootInfo");
+          err != ACL_SUCCESS) {
+        keepMoved();
+        return err;
+      }
+      moved.push_back(&allocation);
+    }
+  }
+  // The free ranges are holes of the memfd (releaseHeapPages), so mapping
+  // it whole adds no memory.
+  std::string error;
+  if (!mapDeviceRange(layout_, heap_base_, capacity_, fd_, 0, &error)) {
+    keepMoved();
+    return fail(ACL_ERROR_RT_MEMORY_ALLOCATION,
+                "HcclCommInitRootInfo: making the memory of device %u shareable failed: %s",
+                device_, error.c_str());
+  }
+  heap_anonymous_ = false;
+  return ACL_SUCCESS;
+}
+
 void DeviceMemory::releaseHeapPages(uint64_t offset, uint64_t size, bool shared) const {
   void* at = reinterpret_cast<void*>(heap_base_ + offset);
   if (heap_anonymous_ && !shared) {
@@ -104,7 +145,7 @@ void DeviceMemory::releaseHeapPages(uint64_t offset, uint64_t size, bool shared)
   punchHole(offset, size);
 }
 
-aclError DeviceMemory::shareHeapPages(uint64_t offset, uint64_t size) {
+aclError DeviceMemory::shareHeapPages(uint64_t offset, uint64_t size, const char* api) {
   // Nothing runs on the device meanwhile (the caller drained it), so the
   // copy sees the final contents. The copy goes to the memfd pages of the
   // same offset, which the range allocator reserved for this allocation.
@@ -119,8 +160,7 @@ aclError DeviceMemory::shareHeapPages(uint64_t offset, uint64_t size) {
       const int err = n < 0 ? errno : ENOSPC;
       punchHole(offset, size);
       return fail(ACL_ERROR_RT_MEMORY_ALLOCATION,
-                  "aclrtIpcMemGetExportKey: could not move %s of device %u to shareable "
-                  "memory: %s",
+                  "%s: could not move %s of device %u to shareable memory: %s", api,
                   formatBytes(size).c_str(), device_, std::strerror(err));
     }
     done += static_cast<uint64_t>(n);
@@ -131,8 +171,8 @@ aclError DeviceMemory::shareHeapPages(uint64_t offset, uint64_t size) {
     const int err = errno;
     punchHole(offset, size);
     return fail(ACL_ERROR_RT_MEMORY_ALLOCATION,
-                "aclrtIpcMemGetExportKey: could not map shareable memory of device %u: %s",
-                device_, std::strerror(err));
+                "%s: could not map shareable memory of device %u: %s", api, device_,
+                std::strerror(err));
   }
   madvise(at, size, MADV_DONTFORK); // as the rest of the heap
   return ACL_SUCCESS;
@@ -602,7 +642,8 @@ aclError DeviceMemory::exportPieces(uintptr_t p, uint64_t size, std::vector<Shar
     }
     const uint64_t alloc_offset = allocation->first - heap_base_;
     if (heap_anonymous_ && !allocation->second.shared) {
-      if (aclError err = shareHeapPages(alloc_offset, allocation->second.rounded);
+      if (aclError err = shareHeapPages(alloc_offset, allocation->second.rounded,
+                                          "aclrtIpcMemGetExportKey");
           err != ACL_SUCCESS) {
         return err;
       }

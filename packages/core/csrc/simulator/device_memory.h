@@ -11,6 +11,7 @@
 // The VMM part of the window is for aclrtReserveMemAddress / aclrtMapMem.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <shared_mutex>
@@ -113,10 +114,17 @@ class DeviceMemory {
   // ---- peers' mappings (Note [Direct collectives], collective_comm.cpp) ----
   // Whether every aclrtMalloc allocation lives in the memfd at its heap
   // offset, so that a process mapping the memfd sees them all (set by
-  // initialize, then fixed).
+  // initialize; shareHeap turns it on later, never off).
   bool heapShared() const {
-    return fd_ >= 0 && !heap_anonymous_;
+    return fd_ >= 0 && !heap_anonymous_.load();
   }
+  // Makes a private heap shared (Note [Device heap kind], config.cpp):
+  // moves the live allocations' pages to the memfd, then maps the memfd
+  // over the whole heap, at the same addresses. The caller drains the
+  // device first, as for an IPC export. A no-op on a shared heap; on
+  // failure the heap stays private (the allocations already moved stay in
+  // the memfd, as exported ones do).
+  aclError shareHeap();
   // The memfd (a descriptor of this process) and where its offset 0 is
   // mapped for host access; heap addresses are this plus their offset.
   int memfd() const {
@@ -160,7 +168,8 @@ class DeviceMemory {
   void releaseHeapPages(uint64_t offset, uint64_t size, bool shared) const;
   // Moves an anonymous heap range's pages to the memfd (copying them) and
   // maps the memfd there instead; the caller holds mutex_ exclusively.
-  aclError shareHeapPages(uint64_t offset, uint64_t size);
+  // `api` names the call in errors.
+  aclError shareHeapPages(uint64_t offset, uint64_t size, const char* api);
   // Finds the heap allocation containing p; the caller holds mutex_.
   const std::pair<const uintptr_t, HeapAllocation>* findHeapAllocation(uintptr_t p) const;
   aclError outOfMemory(const char* api, uint64_t size) const;
@@ -173,7 +182,9 @@ class DeviceMemory {
   const uintptr_t heap_base_;
   const uintptr_t vmm_base_;
   int fd_ = -1;
-  bool heap_anonymous_ = false;
+  // Read without the lock by releaseHeapPages and heapShared; written
+  // under mutex_ (initialize, shareHeap).
+  std::atomic<bool> heap_anonymous_{false};
 
   mutable std::shared_mutex mutex_;
   RangeAllocator physical_;

@@ -122,7 +122,10 @@ TRANSPORT_OF_A_SUM = """
     # A launcher's variables make a rank's heap shared, so its peers map it.
     ({"WORLD_SIZE": 2}, MAPPED),
     ({"LOCAL_WORLD_SIZE": 2, "WORLD_SIZE": 4}, MAPPED),
-    ({}, CROSS_MEMORY),
+    # No launcher's variables (torch.multiprocessing.spawn): the heaps start
+    # private and joining the communicator makes them shared.
+    ({}, MAPPED),
+    ({"NPU_SIM_DEVICE_HEAP": "private"}, CROSS_MEMORY),
     ({"WORLD_SIZE": 2, "NPU_SIM_DEVICE_HEAP": "private"}, CROSS_MEMORY),
     ({"NPU_SIM_DEVICE_HEAP": "shared", "NPU_SIM_HCCL_TRANSPORT": "direct"}, CROSS_MEMORY),
     ({"NPU_SIM_DEVICE_HEAP": "shared", "NPU_SIM_HCCL_TRANSPORT": "staging"}, STAGING),
@@ -130,6 +133,98 @@ TRANSPORT_OF_A_SUM = """
 def test_the_transport_follows_the_heaps_and_the_setting(runner, tmp_path, env, transport):
     results = run_ranks(runner, tmp_path, TRANSPORT_OF_A_SUM, **env)
     assert all_ok(results) == [f"{transport} True\n"] * 2
+
+
+@pytest.mark.parametrize("heap", ["shared", "private"])
+def test_large_outputs_written_around_the_cache_hold_every_byte(runner, tmp_path, heap):
+    # Note [Bulk copies bypass the cache]: outputs from 16 MiB on are
+    # written with non-temporal stores, in whole 64-byte lines between plain
+    # head and tail copies; odd counts and a misaligned buffer (4 bytes past
+    # an allocation's start) put both ends off a line.
+    results = run_ranks(runner, tmp_path, """
+        n = (17 << 18) + 3  # int32: a little over 17 MiB
+        def ints(values):
+            return array.array("i", values)
+
+        def fetch(p, k):
+            out = array.array("i")
+            out.frombytes(sim.d2h(p, 4 * k, sync=True).raw)
+            return out
+
+        def space(k):  # k int32 from 4 bytes past an allocation's start
+            return sim.malloc(4 * k + 4) + 4
+
+        def placed(values):
+            p = space(len(values))
+            sim.h2d(p, ints(values).tobytes(), sync=True)
+            return p
+
+        checks = []
+        send, recv = placed(range(rank, rank + n)), space(n)
+        ok(lib.HcclAllReduce(send, recv, n, HCCL_INT32, HCCL_SUM, comm, stream))
+        ok(lib.HcclAllReduce(send, send, n, HCCL_INT32, HCCL_SUM, comm, stream))
+        sim.sync()
+        total = ints(range(1, 2 * n + 1, 2))
+        checks += [fetch(recv, n) == total, fetch(send, n) == total]
+        data = placed(range(n) if rank == 1 else [0] * n)
+        ok(lib.HcclBroadcast(data, n, HCCL_INT32, 1, comm, stream))
+        sim.sync()
+        checks.append(fetch(data, n) == ints(range(n)))
+        piece = n // 2
+        send, recv = placed(range(rank * piece, (rank + 1) * piece)), space(2 * piece)
+        ok(lib.HcclAllGather(send, recv, piece, HCCL_INT32, comm, stream))
+        sim.sync()
+        checks.append(fetch(recv, 2 * piece) == ints(range(2 * piece)))
+        send, recv = placed(range(rank, rank + 2 * n)), space(n)
+        ok(lib.HcclReduceScatter(send, recv, n, HCCL_INT32, HCCL_SUM, comm, stream))
+        sim.sync()
+        checks.append(fetch(recv, n) == ints(range(2 * rank * n + 1, 2 * (rank + 1) * n + 1, 2)))
+        send = placed(range(rank * 2 * piece, (rank + 1) * 2 * piece))
+        recv = space(2 * piece)
+        ok(lib.HcclAlltoAll(send, piece, HCCL_INT32, recv, piece, HCCL_INT32, comm, stream))
+        sim.sync()
+        mine = lambda r: range(r * 2 * piece + rank * piece, r * 2 * piece + (rank + 1) * piece)
+        checks.append(fetch(recv, 2 * piece) == ints(list(mine(0)) + list(mine(1))))
+        print(checks)
+    """, NPU_SIM_DEVICE_HEAP=heap)
+    assert all_ok(results) == ["[True, True, True, True, True, True]\n"] * 2
+
+
+def test_joining_makes_a_private_heap_shared_keeping_its_allocations(runner, tmp_path):
+    # Note [Device heap kind]: ranks no launcher describes allocate, write,
+    # free and enqueue copies on their private heaps before they join; the
+    # join moves the live allocations to shared memory at the same
+    # addresses, after the queued copies ran, and the peers then read them
+    # through mappings.
+    results = run_ranks(runner, tmp_path, """
+        transport = ctypes.c_uint32(7)
+        ok(lib.npuSimHcclCommTransport(comm, ctypes.byref(transport)))
+        kept = download(early, n_early, "i") == list(range(r0, r0 + n_early))
+        queued = download(late, n_early, "i") == list(range(r0 + 1, r0 + 1 + n_early))
+        ok(lib.HcclAllReduce(early, early, n_early, HCCL_INT32, HCCL_SUM, comm, stream))
+        sim.sync()
+        summed = download(early, n_early, "i") == [2 * i + 1 for i in range(n_early)]
+        after = upload(range(rank, rank + n_early), "i")  # allocations go on as before
+        ok(lib.HcclAllGather(after, late, n_early // 2, HCCL_INT32, comm, stream))
+        sim.sync()
+        gathered = download(late, n_early, "i")
+        half = n_early // 2
+        print(transport.value, kept, queued, summed,
+              gathered == list(range(half)) + list(range(1, half + 1)))
+    """, before_join="""
+        import array
+        r0 = int(os.environ["RANK"])
+        sim.set_device(r0)
+        n_early = 300_002  # 1.2 MB: several pages, and an all-reduce of the large path
+        freed = sim.malloc(1 << 20)
+        early = sim.malloc(4 * n_early)
+        sim.h2d(early, array.array("i", range(r0, r0 + n_early)).tobytes(), sync=True)
+        sim.free(freed)
+        late = sim.malloc(4 * n_early)
+        # Left queued on the default stream when the rank joins.
+        sim.h2d(late, array.array("i", range(r0 + 1, r0 + 1 + n_early)).tobytes(), sync=False)
+    """)
+    assert all_ok(results) == [f"{MAPPED} True True True True\n"] * 2
 
 
 def test_one_private_heap_makes_the_whole_communicator_read_across_memory(runner, tmp_path):
