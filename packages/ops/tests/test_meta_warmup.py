@@ -78,3 +78,32 @@ def test_the_warmup_can_be_turned_off(python_subprocess_env):
     result = python_subprocess_env(code, {"TORCH_NPU_META_WARMUP": "0"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "{} []"
+
+
+def test_a_torch_import_on_another_thread_waits_for_the_warmup(python_subprocess_env):
+    # Note [Imports beside the warm-up]: torch.compile enters torch's import
+    # cycle at torch._inductor while the warm-up is inside torch._dynamo;
+    # unordered, one of them got a partially initialised module about one
+    # run in six. Here the main thread's import returns only once the
+    # warm-up is done, and the import hooks are gone with it.
+    code = """
+        import builtins, importlib, json, sys, threading, torch, torch_npu
+        plain_import, plain_import_module = builtins.__import__, importlib.import_module
+        x = torch.ones(4).npu()  # the first device use starts the warm-up
+        warmup = [t for t in threading.enumerate() if t.name == "torch_npu-meta-warmup"]
+        alive_before = bool(warmup) and warmup[0].is_alive()
+        hooked = builtins.__import__ is not plain_import and importlib.import_module is not plain_import_module
+        import torch._inductor.compiler_bisector  # where torch.compile enters
+        alive_after = warmup[0].is_alive()
+        compiled = torch.compile(lambda t: t * 2 + 1)(torch.ones(4))
+        print(json.dumps({"alive_before": alive_before, "hooked": hooked, "alive_after": alive_after,
+                          "restored": builtins.__import__ is plain_import
+                                      and importlib.import_module is plain_import_module,
+                          "sum": compiled.sum().item()}))
+    """
+    result = python_subprocess_env(code, WARMUP_ON)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["alive_before"] and out["hooked"]
+    assert not out["alive_after"] and out["restored"]
+    assert out["sum"] == 12.0
