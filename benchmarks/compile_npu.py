@@ -91,9 +91,17 @@ def training() -> None:
 
     compiled_model = torch.compile(model)
     timed(step(compiled_model), torch.npu.synchronize, 1, repeats=1)  # compiles
-    # Eager and compiled alternate, so that both see the same machine (what
-    # ran before, e.g. the pointwise section's CPU compilation, slows the
-    # first measurements taken after it).
+    # Steps run untimed for 1.5 s first. Compiling runs the C++ compiler in
+    # other processes, so the runtime sees contended CPUs and throttles the
+    # device threads' OpenMP waits; it spins again after 1 s of launches on
+    # free CPUs (Note [OpenMP teams of the host and device threads], core's
+    # csrc/npu/OpenMPThreads.h). Timed right away, eager ran at half speed.
+    warm_until = time.perf_counter() + 1.5
+    while time.perf_counter() < warm_until:
+        step(model)()
+        step(compiled_model)()
+    torch.npu.synchronize()
+    # Eager and compiled alternate, so that both see the same machine.
     eager = compiled = float("inf")
     for _ in range(5):
         eager = min(eager, timed(step(model), torch.npu.synchronize, 5, repeats=1))
