@@ -20,7 +20,7 @@ the decision made by this version of the check.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -31,15 +31,31 @@ def _is_npu_tensor(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "npu"
 
 
+class _Capture(NamedTuple):
+    graph: Any
+    inputs: list[Any]  # what the graph reads: private buffers, or a caller's static input in place
+    outputs: Any
+    in_place: dict[int, int]  # index -> address of the static inputs used in place
+
+
 class GraphedCompiledFn:
     """A compiled graph (Inductor's boxed callable) replayed from an NPUGraph
-    per input signature.
+    per input signature (shapes, strides, dtypes, devices).
 
     The first call with a signature runs the graph eagerly and captures it;
-    later calls copy the inputs into the capture's buffers (parameters and
-    buffers, Inductor's static inputs, are used in place), replay, copy
+    later calls copy the inputs into the capture's buffers, replay, copy
     inputs the graph mutates back, and return copies of the outputs, so that
     a later replay never overwrites what an earlier call returned.
+
+    Note [Static inputs that move]: Inductor's static inputs (parameters and
+    buffers; for a backward graph also every tensor the forward saved, which
+    CUDA graph trees keep at fixed addresses in the forward's pool) are read
+    in place, at the address they had at capture. Here the forward returns
+    copies, so a saved tensor has a new address at every step: an input
+    found at another address joins the inputs copied into buffers, and the
+    graph is captured once more. Keying captures by address instead, as
+    this class did, captured the backward afresh at every training step,
+    about 200 ms each, and kept every capture.
     """
 
     _boxed_call = True
@@ -49,49 +65,58 @@ class GraphedCompiledFn:
         self.model = model
         self.static_input_idxs = frozenset(static_input_idxs)
         self.mutated_input_idxs = tuple(mutated_input_idxs)
-        self.captures: dict[tuple[Any, ...], tuple[Any, list[Any], Any]] = {}
+        self.moved_input_idxs: set[int] = set()  # Note [Static inputs that move]
+        self.captures: dict[tuple[Any, ...], _Capture] = {}
 
     def _signature(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
-        return tuple(
-            (tuple(a.shape), a.stride(), a.dtype, a.device,
-             a.data_ptr() if i in self.static_input_idxs else None)
-            if isinstance(a, torch.Tensor) else a
-            for i, a in enumerate(inputs))
+        return tuple((tuple(a.shape), a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor) else a
+                     for a in inputs)
 
-    def _capture(self, inputs: Sequence[Any]) -> tuple[Any, list[Any], Any]:
+    def _in_place(self, i: int) -> bool:
+        return i in self.static_input_idxs and i not in self.moved_input_idxs
+
+    def _capture(self, inputs: Sequence[Any]) -> _Capture:
         from ..graphs import NPUGraph, graph
 
         static_inputs: list[Any] = []
+        in_place: dict[int, int] = {}
         for i, a in enumerate(inputs):
-            if isinstance(a, torch.Tensor) and i not in self.static_input_idxs:
+            if isinstance(a, torch.Tensor) and not self._in_place(i):
                 buffer = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
                 buffer.copy_(a)
                 static_inputs.append(buffer)
             else:
+                if isinstance(a, torch.Tensor):
+                    in_place[i] = a.data_ptr()
                 static_inputs.append(a)
         npu_graph = NPUGraph()
         with graph(npu_graph):
             outputs = self.model(list(static_inputs))
-        return npu_graph, static_inputs, outputs
+        return _Capture(npu_graph, static_inputs, outputs, in_place)
 
     def __call__(self, inputs: list[Any]) -> Any:
         key = self._signature(inputs)
         captured = self.captures.get(key)
+        if captured is not None:
+            moved = {i for i, address in captured.in_place.items() if inputs[i].data_ptr() != address}
+            if moved:
+                self.moved_input_idxs |= moved
+                del self.captures[key]
+                captured = None
         if captured is None:
             outputs = self.model(list(inputs))  # eager: warms up, returns real results
             self.captures[key] = self._capture(inputs)
             inputs.clear()
             return outputs
-        npu_graph, static_inputs, static_outputs = captured
-        for i, (static, a) in enumerate(zip(static_inputs, inputs)):
-            if isinstance(a, torch.Tensor) and i not in self.static_input_idxs:
+        for i, (static, a) in enumerate(zip(captured.inputs, inputs)):
+            if isinstance(a, torch.Tensor) and i not in captured.in_place:
                 static.copy_(a)
-        npu_graph.replay()
+        captured.graph.replay()
         for i in self.mutated_input_idxs:
-            if i not in self.static_input_idxs and isinstance(inputs[i], torch.Tensor):
-                inputs[i].copy_(static_inputs[i])
+            if i not in captured.in_place and isinstance(inputs[i], torch.Tensor):
+                inputs[i].copy_(captured.inputs[i])
         inputs.clear()
-        return [o.clone() if isinstance(o, torch.Tensor) else o for o in static_outputs]
+        return [o.clone() if isinstance(o, torch.Tensor) else o for o in captured.outputs]
 
 
 def install() -> None:
