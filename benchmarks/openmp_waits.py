@@ -12,8 +12,11 @@ TORCH_NPU_OPENMP_WAITS=0).
 
 Regimes: fresh (nothing else); hostop (20 parallel CPU ops on the host
 thread first); hostop_each (one more before every step); pointwise
-(compile_npu.py's pointwise section first, as compile_npu.py runs it:
-its Inductor C++ kernel runs parallel regions on the host thread); passive
+(compile_npu.py's pointwise section first: its Inductor C++ kernel runs
+parallel regions on the host thread, and its compilation runs the C++
+compiler in other processes, so the waits stay throttled for the first
+second of launches after it, which this regime times; add --no-throttle to
+see the team's release alone); passive
 (OMP_WAIT_POLICY=passive); busy (one competing `while 1: pass` process).
 --no-throttle keeps the waits from being throttled however busy the CPUs
 are (a testing switch): on a shared machine it shows in the context
