@@ -189,19 +189,12 @@ bool launchedAsRank() {
   return false;
 }
 
-bool heapKindNamed() {
-  const char* text = env("NPU_SIM_DEVICE_HEAP");
-  if (text == nullptr) {
-    return false;
-  }
-  const std::string_view v = trim(text);
-  return equalsIgnoreCase(v, "shared") || equalsIgnoreCase(v, "private");
-}
-
-bool readSharedHeap() {
+// The heap kind NPU_SIM_DEVICE_HEAP names (true: shared), or none when it
+// is unset, empty or invalid (the launcher's variables decide then).
+std::optional<bool> readNamedHeapKind() {
   const char* text = env("NPU_SIM_DEVICE_HEAP");
   if (text == nullptr || trim(text).empty()) {
-    return launchedAsRank();
+    return std::nullopt;
   }
   const std::string_view v = trim(text);
   if (equalsIgnoreCase(v, "shared")) {
@@ -210,13 +203,12 @@ bool readSharedHeap() {
   if (equalsIgnoreCase(v, "private")) {
     return false;
   }
-  const bool fallback = launchedAsRank();
   std::fprintf(stderr,
                "[npu_sim] NPU_SIM_DEVICE_HEAP='%s' is invalid: expected shared or private; "
                "using %s.\n",
-               text, fallback ? "shared (this process is a rank of a multi-process job)"
-                              : "private");
-  return fallback;
+               text, launchedAsRank() ? "shared (this process is a rank of a multi-process job)"
+                                      : "private");
+  return std::nullopt;
 }
 
 // An on/off switch: 1/on/true or 0/off/false (case-insensitive).
@@ -250,8 +242,9 @@ Config load() {
   c.device_count = static_cast<uint32_t>(c.physical_ids.size());
   c.capacity = readCapacity();
   c.checker = readSwitch("NPU_SIM_CHECKER", "memory checker");
-  c.shared_heap = c.checker || readSharedHeap();
-  c.heap_kind_fixed = c.checker || heapKindNamed();
+  const std::optional<bool> named_heap = readNamedHeapKind();
+  c.shared_heap = c.checker || named_heap.value_or(launchedAsRank());
+  c.heap_kind_fixed = c.checker || named_heap.has_value();
   c.race_check = readSwitch("NPU_SIM_RACE_CHECK", "stream race detector");
   c.cann_version = readCannVersion();
   const char* soc = env("NPU_SIM_SOC_NAME");

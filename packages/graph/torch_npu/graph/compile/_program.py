@@ -440,17 +440,20 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     mapping = _buffer_fx_map()
     available: dict[torch.fx.Node, str] = {}
     for name in read_names:
-        fx = mapping.get(name)
-        if fx is not None and _value_source(fx) not in available:
-            available[_value_source(fx)] = name
-    unlisted = {_value_source(mapping[name]): name for name in unlisted_inputs
-                if name in mapping and _value_source(mapping[name]) not in available}
+        if name in mapping:
+            available.setdefault(_value_source(mapping[name]), name)
+    unlisted: dict[torch.fx.Node, str] = {}
+    for name in unlisted_inputs:
+        if name in mapping and _value_source(mapping[name]) not in available:
+            unlisted[_value_source(mapping[name])] = name
     outputs: list[torch.fx.Node] = []
     for name in output_names:
-        fx = mapping.get(name)
-        if fx is None or (_value_source(fx).op != "call_function" and _value_source(fx) not in available):
+        if name not in mapping:
             raise UnmappableGroup(f"buffer {name} has no aten origin")
-        outputs.append(_value_source(fx))
+        fx = _value_source(mapping[name])
+        if fx.op != "call_function" and fx not in available:
+            raise UnmappableGroup(f"buffer {name} has no aten origin")
+        outputs.append(fx)
     origins: set[torch.fx.Node] = set()
     for snode in snodes:
         origins |= set(getattr(snode.node, "origins", ()))
