@@ -48,16 +48,19 @@ def _rows(args: argparse.Namespace) -> int:
 
 def _ci_rows(args: argparse.Namespace) -> int:
     """The rows CI runs besides the default one: the default torch and Python
-    with every other emulated CANN release, and every other torch of the
-    matrix with the default CANN and Python when its wheel is on this machine."""
+    with one CANN release of each feature set the default release does not
+    have (Note [What a CANN row runs]), and every other torch of the matrix
+    with the default CANN and Python when its wheel is on this machine."""
+    from .cann_reach import ci_cann_releases
     from .local_wheels import torch_wheel_is_local
 
     matrix = load()
     d = matrix.default
+    canns = ci_cann_releases(matrix)
     for row in matrix.rows:
         if row not in matrix.supported or row == d:
             continue
-        other_cann = (row.torch, row.python) == (d.torch, d.python)
+        other_cann = (row.torch, row.python) == (d.torch, d.python) and row.cann in canns
         other_torch = (row.cann, row.python) == (d.cann, d.python) and torch_wheel_is_local(row.torch, row.python)
         if other_cann or other_torch:
             print(row.session)

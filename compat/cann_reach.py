@@ -12,6 +12,14 @@ other torch's row run them). The list is derived from the sources at each
 run, never written down: a package that starts calling CANN is back in the
 CANN rows without anyone editing a list.
 
+For the same reason CI runs one CANN row per feature set
+(:func:`ci_cann_releases`): two emulated releases with the same features
+differ only in the version string torch_npu reports, so CI runs the oldest
+release of each set, and none for the default release's set (the default row
+covers it). The sets come from cann_features.toml at each run: a feature
+added for a release brings its row back into CI. The other rows are run with
+nox by hand and shown stale in COMPATIBILITY.en.md until they are.
+
 Only the standard library.
 """
 
@@ -21,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Iterable, List
 
-from .matrix import ROOT
+from .matrix import ROOT, CannVersion, Matrix
 from .packages import Package, discover
 
 # A call of a CANN function (acl runtime, model capture, HCCL), core's CANN
@@ -55,6 +63,19 @@ def packages_without_cann(root: Path = ROOT) -> List[Package]:
     """The packages whose sources never call CANN nor ask about its features."""
     return [p for p in discover(root) if (root / p.folder / "tests").is_dir()
             and not first_cann_use(root / p.folder)]
+
+
+def ci_cann_releases(matrix: Matrix) -> List[str]:
+    """The emulated CANN releases CI runs rows for besides the default one:
+    the oldest of each feature set other than the default release's."""
+    seen = {matrix.features_at(matrix.default.cann)}
+    chosen = []
+    for cann in sorted(matrix.emulated_cann, key=CannVersion):
+        features = matrix.features_at(cann)
+        if features not in seen:
+            seen.add(features)
+            chosen.append(cann)
+    return chosen
 
 
 def tests_cann_rows_skip(root: Path = ROOT) -> List[str]:

@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # Python 3.10 (matrix rows): the same parser, from 
     import tomli as tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, FrozenSet, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPAT_DIR = ROOT / "compat"
@@ -180,6 +180,11 @@ class Matrix:
             if f.name == name:
                 return f
         raise KeyError(name)
+
+    def features_at(self, cann: str) -> FrozenSet[str]:
+        """The names of the features CANN release ``cann`` has (those whose
+        ``since`` is not newer)."""
+        return frozenset(f.name for f in self.features if CannVersion(f.since) <= CannVersion(cann))
 
 
 def _version_tuple(text: str):

@@ -197,6 +197,9 @@ def render_doc(matrix: Matrix) -> str:
         "default only in CANN skips the tests of the packages whose sources never call",
         "CANN (`python -m compat cann-row-skips`, Note [What a CANN row runs] in",
         "compat/cann_reach.py); the default row and other torch versions' rows run them.",
+        "CI runs one such row per CANN feature set (`python -m compat ci-rows`): a release",
+        "with the default release's features, or with the features of an older release",
+        "CI runs, differs only in the version it reports, and its row is run by hand.",
         "",
     ]
     return "\n".join(out)

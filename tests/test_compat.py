@@ -298,3 +298,20 @@ def test_cann_rows_skip_only_packages_whose_sources_never_call_cann(tmp_path):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "t.py").write_text("acl.api().aclrtMalloc\n")
     assert first_cann_use(tmp_path) == ""
+
+
+def test_ci_runs_one_cann_release_per_feature_set():
+    # Note [What a CANN row runs]: on this tree 8.5.0 has 9.0.0's features
+    # (the default row covers them); 8.0.0 and 8.1.RC1 each lack some.
+    from compat.cann_reach import ci_cann_releases
+
+    matrix = load()
+    assert matrix.features_at("8.5.0") == matrix.features_at(matrix.default.cann)
+    assert ci_cann_releases(matrix) == ["8.0.0", "8.1.RC1"]
+    # A feature new in 9.0.0 brings 8.5.0 back; releases that share a set
+    # are represented by the oldest.
+    since_9 = dataclasses.replace(matrix.features[0], name="new_in_9", since="9.0.0")
+    matrix.features.append(since_9)
+    assert ci_cann_releases(matrix) == ["8.0.0", "8.1.RC1", "8.5.0"]
+    matrix.features = [f for f in matrix.features if f.since not in ("8.1.RC1",)]
+    assert ci_cann_releases(matrix) == ["8.0.0", "8.5.0"]

@@ -635,7 +635,7 @@ import torch, torch_npu
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-def rank_main(rank, world, store):
+def rank_main(rank, world, store, results):
     warnings.filterwarnings("ignore", category=FutureWarning)
     torch.npu.set_device(rank)
     before = torch.arange(1 << 20, dtype=torch.float32).npu() + rank  # allocated before joining
@@ -647,11 +647,14 @@ def rank_main(rank, world, store):
     peer = f"memfd:npu_sim:device{1 - rank} "
     with open("/proc/self/maps") as maps:
         mapped = any(peer in line and " r--s " in line for line in maps)
-    print(rank, torch.equal(before.cpu(), expected), mapped, flush=True)
+    # One file per rank: the ranks share stdout, and unbuffered prints of
+    # two processes interleave.
+    with open(f"{results}.{rank}", "w") as out:
+        out.write(f"{rank} {torch.equal(before.cpu(), expected)} {mapped}")
     dist.destroy_process_group()
 
 if __name__ == "__main__":
-    mp.spawn(rank_main, args=(2, sys.argv[1]), nprocs=2)
+    mp.spawn(rank_main, args=(2, sys.argv[1], sys.argv[2]), nprocs=2)
 """
 
 
@@ -667,7 +670,8 @@ def test_spawned_ranks_read_each_other_through_mappings(tmp_path, heap, mapped):
            if k not in ("NPU_SIM_CHECKER", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NPU_SIM_DEVICE_HEAP")}
     if heap is not None:
         env["NPU_SIM_DEVICE_HEAP"] = heap
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "store")], env=env,
+    results = tmp_path / "result"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "store"), str(results)], env=env,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
-    assert sorted(done.stdout.splitlines()) == [f"{r} True {mapped}" for r in range(2)]
+    assert [(tmp_path / f"result.{r}").read_text() for r in range(2)] == [f"{r} True {mapped}" for r in range(2)]
