@@ -505,11 +505,14 @@ def test_accelerator_graph_keep_graph_and_instantiate():
 def test_reduce_overhead_mode_replays_npugraphs_and_trains_like_cpu(monkeypatch):
     from torch_npu.graph.compile._reduce_overhead import GraphedCompiledFn
 
-    replays, captures = [], []
+    replays, captures, graphed = [], [], []
     original_replay, original_capture = torch.npu.NPUGraph.replay, GraphedCompiledFn._capture
     monkeypatch.setattr(torch.npu.NPUGraph, "replay", lambda self: replays.append(self) or original_replay(self))
     monkeypatch.setattr(GraphedCompiledFn, "_capture",
-                        lambda self, inputs: captures.append(self) or original_capture(self, inputs))
+                        lambda self, inputs, lends: captures.append(self) or original_capture(self, inputs, lends))
+    original_init = GraphedCompiledFn.__init__
+    monkeypatch.setattr(GraphedCompiledFn, "__init__",
+                        lambda self, *args: graphed.append(self) or original_init(self, *args))
     torch.manual_seed(5)
     reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(),
                                     torch.nn.Linear(16, 2))
@@ -521,7 +524,9 @@ def test_reduce_overhead_mode_replays_npugraphs_and_trains_like_cpu(monkeypatch)
     compiled = torch.compile(model, mode="reduce-overhead")
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
-    for _ in range(6):
+    for step in range(6):
+        if step == 2:
+            captured_in_two_steps = len(captures)
         x = torch.randn(4, 8)
         loss = compiled(x.npu()).pow(2).mean()
         loss.backward()
@@ -534,11 +539,42 @@ def test_reduce_overhead_mode_replays_npugraphs_and_trains_like_cpu(monkeypatch)
         torch.testing.assert_close(loss.cpu(), ref_loss.detach(), rtol=1e-5, atol=1e-6)
     # The running statistics (inputs the graph mutates) follow the CPU's.
     torch.testing.assert_close(model[1].running_mean.cpu(), reference[1].running_mean, rtol=1e-5, atol=1e-6)
-    assert len(replays) >= 6  # calls after the first replay the forward and backward graphs
-    # Note [Static inputs that move]: the backward reads what the forward
-    # saved, at new addresses each step; it is captured twice (the second
-    # time copying those), not once per step.
-    assert len(captures) <= 3
+    assert len(replays) >= 8  # steps after the first replay the forward and backward graphs
+    # Note [Outputs of replays are lent, not copied]: from the second step
+    # on, the forward replays one capture, and the backward finds what it
+    # saved where it was at the backward's capture: nothing is captured
+    # again, and nothing the backward reads is copied (Note [Static inputs
+    # that move]).
+    assert len(captures) == captured_in_two_steps <= 3
+    assert len(graphed) == 2 and all(not g.moved_input_idxs for g in graphed)
+    torch._dynamo.reset()
+
+
+def test_reduce_overhead_outputs_that_are_kept_are_never_overwritten():
+    # Note [Outputs of replays are lent, not copied]: outputs kept across
+    # calls (collected, or a loss returned by the compiled function and kept
+    # beyond the next step) keep their values.
+    torch.manual_seed(0)
+    weight = torch.randn(16, 16, device="npu", requires_grad=True)
+
+    def fn(x):
+        return (x @ weight).relu().sum(dim=1)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    xs = [torch.randn(8, 16, device="npu") for _ in range(6)]
+    with torch.no_grad():
+        kept = [compiled(x) for x in xs]
+        expected = [fn(x) for x in xs]
+    for got, want in zip(kept, expected):
+        torch.testing.assert_close(got.cpu(), want.cpu())
+    losses = []
+    for x in xs:
+        loss = compiled(x).mean()
+        loss.backward()
+        losses.append(loss.detach())
+    torch.testing.assert_close(torch.stack(losses).cpu(), torch.stack([fn(x).mean() for x in xs]).detach().cpu())
+    torch.testing.assert_close(weight.grad.cpu(), sum(torch.autograd.grad(fn(x).mean(), weight)[0] for x in xs).cpu())
     torch._dynamo.reset()
 
 
