@@ -13,7 +13,9 @@ Note [Half-precision math in float32]
 MLIR expands transcendental functions into arithmetic in the operand's own
 type, and in float16 or bfloat16 the steps lose most digits: compiled asinh
 of float16 was off by 0.1 near 3.0, tanh and erf of float16 values below
-1e-4 came out 0 (or -0.001), exp2(10) was 1026. Eager npu, like ATen on CPU
+1e-4 came out 0 (or -0.001), exp2(10) was 1026. (pow with a scalar
+exponent is among them for the same reason; its small integral exponents
+are products, see ``_program._call``.) Eager npu, like ATen on CPU
 and like Inductor's own code generation, computes half-precision math in
 float32 and rounds once; a program does the same for the ops in
 ``_MATH_IN_FLOAT32``. float32 exp2 is computed in float64 (``_MATH_IN_FLOAT64``):
@@ -78,7 +80,7 @@ _HALF = (torch.float16, torch.bfloat16)
 
 # Note [Half-precision math in float32]
 _MATH_IN_FLOAT32 = {"asinh", "acosh", "atanh", "sinh", "cosh", "asin", "acos", "atan", "tan", "tanh", "log1p",
-                    "expm1", "exp2", "erf", "erfinv", "lgamma", "digamma", "logit", "pow"}
+                    "expm1", "exp2", "erf", "erfinv", "lgamma", "digamma", "pow"}
 _MATH_IN_FLOAT64 = {"exp2"}
 
 # Note [Integer operands of float math]: the ops whose integer operand is
@@ -110,7 +112,7 @@ def math_call(node: torch.fx.Node, name: str, args: list[str], names: dict[torch
         return None
     if op in _NAN_DROPPING:
         return _nan_kept(node, f"{name}({', '.join(args)})", args, value.dtype)
-    # One tensor operand, and scalars (pow's exponent, logit's eps) after it.
+    # One tensor operand, and scalars (pow's exponent) after it.
     operand = node.args[0] if node.args else None
     if (node.kwargs or not isinstance(operand, torch.fx.Node)
             or any(isinstance(a, (torch.fx.Node, list, tuple)) for a in node.args[1:])):
