@@ -95,6 +95,10 @@ _FLOAT_MATH = _MATH_IN_FLOAT32 | {
 # arguments may carry a NaN into the result.
 _NAN_DROPPING = {"clamp": (0,), "clamp_min": (0,), "clamp_max": (0,), "maximum": (0, 1), "minimum": (0, 1)}
 
+# Part of a kernel's cache key (_mlir.REWRITES): the source of a program
+# names these functions, so a change to one must change this number.
+MATH_FORMS_VERSION = 1
+
 _LN2 = 0.6931471805599453
 # Above 2^28, asinh(x) and acosh(x) equal log(x) + ln 2 to below a float64
 # ulp (the difference is about 1 / (4 x^2)), and x^2 cannot overflow below.

@@ -50,6 +50,7 @@ import torch
 from . import _byte_bools, _strided_access
 from ._distinct_results import copy_repeated_results
 from ._lanes import LANES
+from ._math import MATH_FORMS_VERSION
 from ._vectorizable import drop_float_reciprocal_asserts, expand_f32_exp
 
 # The passes run in three parts: after the fusion, a result returned twice
@@ -74,12 +75,15 @@ PIPELINE_FROM_LOOPS = (
     "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-arith-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
 )
-PIPELINE = f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} bool-buffers-as-bytes strided-accesses-scalar-1 {PIPELINE_FROM_LOOPS}"  # for the cache key
+PIPELINE = (f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} "  # for the cache key
+            f"bool-buffers-as-bytes strided-accesses-scalar-1 {PIPELINE_FROM_LOOPS}")
 # Rewrites of the imported module before PIPELINE, and of the programs'
 # source (Note [Innermost reductions in lanes]) and of its arguments (Note
 # [Bool tensors cross the kernel boundary as bytes], kernel.py): part of
-# the cache key.
-REWRITES = ("vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}", "bools-as-bytes-1")
+# the cache key; so is the version of the functions a program calls
+# (_math.scope()), which its source only names.
+REWRITES = ("vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}", "bools-as-bytes-1",
+            f"math-forms-{MATH_FORMS_VERSION}")
 _FUNC = "kernel"
 _lock = threading.Lock()
 
