@@ -181,3 +181,24 @@ def test_integer_max_pool3d_runs_eagerly_with_a_warning():
     with pytest.warns(NPUKernelFallbackWarning, match="crashes lowering max_pool3d"):
         actual = torch.compile(fn, dynamic=False)(x)
     torch.testing.assert_close(actual, fn(x))
+
+
+@needs_mlir
+@pytest.mark.parametrize("case", ["elu_celu", "exp_times_one"])
+def test_results_that_fold_into_one_are_copies(case):
+    # Both results fold into one value, which the kernel returned twice:
+    # MLIR's buffer-results-to-out-params crashed the process (SIGSEGV) on
+    # it (Note [Results that fold into one]).
+    from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
+
+    fns = {
+        "elu_celu": lambda x: (F.elu(x), F.celu(x)),
+        "exp_times_one": lambda x: (torch.exp(x), torch.exp(x) * 1.0),
+    }
+    fn = fns[case]
+    x = torch.linspace(-10, 10, 64, device="npu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)  # a compiled kernel, not the fallback
+        actual = torch.compile(fn, dynamic=False)(x)
+    torch.testing.assert_close(actual, fn(x))
+    assert actual[0].data_ptr() != actual[1].data_ptr()

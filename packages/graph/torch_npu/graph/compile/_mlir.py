@@ -48,17 +48,20 @@ from typing import Any, Callable, Sequence
 import torch
 
 from . import _byte_bools, _strided_access
+from ._distinct_results import copy_repeated_results
 from ._lanes import LANES
+from ._math import MATH_FORMS_VERSION
 from ._vectorizable import drop_float_reciprocal_asserts, expand_f32_exp
 
-# The passes run in two parts: between them, bool buffers become byte
-# buffers (Note [Bool buffers of a kernel in bytes], _byte_bools.py) and
-# strided accesses scalar ones (Note [Strided accesses are not vectorised],
-# _strided_access.py), after the loops are affine loops and before they are
-# vectorised.
+# The passes run in three parts: after the fusion, a result returned twice
+# becomes a copy (Note [Results that fold into one], _distinct_results.py);
+# after the loops are affine loops and before they are vectorised, bool
+# buffers become byte buffers (Note [Bool buffers of a kernel in bytes],
+# _byte_bools.py) and strided accesses scalar ones (Note [Strided accesses
+# are not vectorised], _strided_access.py).
+PIPELINE_FUSION = "builtin.module(func.func(linalg-fuse-elementwise-ops,math-expand-ops))"
 PIPELINE_TO_LOOPS = (
     "builtin.module("
-    "func.func(linalg-fuse-elementwise-ops,math-expand-ops),"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
     "buffer-deallocation-pipeline,"
@@ -72,12 +75,15 @@ PIPELINE_FROM_LOOPS = (
     "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-arith-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
 )
-PIPELINE = f"{PIPELINE_TO_LOOPS} bool-buffers-as-bytes strided-accesses-scalar-1 {PIPELINE_FROM_LOOPS}"  # for the cache key
+PIPELINE = (f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} "  # for the cache key
+            f"bool-buffers-as-bytes strided-accesses-scalar-1 {PIPELINE_FROM_LOOPS}")
 # Rewrites of the imported module before PIPELINE, and of the programs'
 # source (Note [Innermost reductions in lanes]) and of its arguments (Note
 # [Bool tensors cross the kernel boundary as bytes], kernel.py): part of
-# the cache key.
-REWRITES = ("vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}", "bools-as-bytes-1")
+# the cache key; so is the version of the functions a program calls
+# (_math.scope()), which its source only names.
+REWRITES = ("vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}", "bools-as-bytes-1",
+            f"math-forms-{MATH_FORMS_VERSION}")
 _FUNC = "kernel"
 _lock = threading.Lock()
 
@@ -176,6 +182,9 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
                 op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             expand_f32_exp(module)
             drop_float_reciprocal_asserts(module)
+            PassManager.parse(PIPELINE_FUSION).run(module.operation)
+            # Note [Results that fold into one]
+            copy_repeated_results(module)
             PassManager.parse(PIPELINE_TO_LOOPS).run(module.operation)
             # Note [Bool buffers of a kernel in bytes]
             module = _byte_bools.rewrite(module)

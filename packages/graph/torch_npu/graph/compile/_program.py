@@ -30,7 +30,7 @@ import torch
 import torch.fx
 from torch._inductor.virtualized import V
 
-from . import _lanes
+from . import _lanes, _math
 
 
 class UnmappableGroup(Exception):
@@ -368,23 +368,11 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
         if power == 1:
             product = f"torch.ops.aten.mul.Tensor({args[0]}, 1)"
         return product if exponent > 0 else f"torch.ops.aten.reciprocal.default({product})"
+    math_source = _math.math_call(node, name, args, names)
+    if math_source is not None:
+        # Note [Math MLIR expands unsoundly] and the Notes with it
+        return math_source
     value = node.meta.get("val")
-    if (target is torch.ops.aten.erf.default and isinstance(value, torch.Tensor)
-            and value.dtype in (torch.float32, torch.float16, torch.bfloat16)):
-        # MLIR lowers math.erf to a scalar libm call per element (~6x slower
-        # than ATen's); a polynomial vectorises.
-        source = node.args[0]
-        if (isinstance(source, torch.fx.Node) and source.target is torch.ops.aten.mul.Tensor
-                and not source.kwargs and len(source.args) == 2 and source.args[1] == _SQRT1_2
-                and source.args[0] in names):
-            # Note [GELU's Gaussian computed once]
-            return f"_erf_of_scaled({args[0]}, {names[source.args[0]]})"
-        return f"_erf({args[0]})"
-    if (target._opname in _MATH_IN_FLOAT32 and isinstance(value, torch.Tensor) and len(args) == 1
-            and not node.kwargs and value.dtype in (torch.float16, torch.bfloat16)):
-        # Note [Half-precision math in float32]
-        return (f"torch.ops.aten._to_copy.default({name}(torch.ops.aten._to_copy.default({args[0]}, "
-                f"dtype=torch.float32)), dtype={value.dtype})")
     if _is_reduction_of_a_scalar(node):
         # Note [Reductions of a 0-d tensor]
         return f"torch.ops.aten._to_copy.default({args[0]}, dtype={value.dtype})"
@@ -398,17 +386,6 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
         # torch-mlir has no lowering for prims.fma.
         return f"torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor({args[0]}, {args[1]}), {args[2]})"
     return f"{name}({', '.join(args)})"
-
-
-# Note [Half-precision math in float32]
-# MLIR expands inverse hyperbolic and similar functions into arithmetic in
-# the operand's own type (asinh(x) = log(x + sqrt(x * x + 1)) with the sign
-# put back), and in float16 the steps lose most digits: compiled asinh of
-# float16 was off by 0.1 near 3.0, silently. Eager npu, like ATen on CPU and
-# like Inductor's own code generation, computes half-precision math in
-# float32 and rounds once; a program does the same for these ops.
-_MATH_IN_FLOAT32 = {"asinh", "acosh", "atanh", "sinh", "cosh", "asin", "acos", "atan", "tan", "log1p",
-                    "expm1", "erfinv", "lgamma", "digamma"}
 
 
 # Note [Reductions of a 0-d tensor]
@@ -589,50 +566,8 @@ def _is_bool(node: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.dtype == torch.bool
 
 
-# Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7, about one float32 ulp at 1.
-_ERF_P = 0.3275911
-_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
-
-
-def _erf(x: torch.Tensor) -> torch.Tensor:
-    """erf for float32 and narrower, in vectorisable aten ops."""
-    aten = torch.ops.aten
-    return _erf_from(x, aten.exp.default(aten.neg.default(aten.mul.Tensor(x, x))))
-
-
-# Note [GELU's Gaussian computed once]
-# GELU's backward needs erf(x / sqrt(2)) and the Gaussian exp(-x * x / 2),
-# and the polynomial erf computes exp(-z * z) for z = x / sqrt(2): the same
-# value, which Inductor's decomposition spells exp(mul(mul(x, x), -0.5)).
-# So an erf of mul(x, 1 / sqrt(2)) computes its exponential from x in
-# exactly those ops (_erf_of_scaled): the kernel's fused loop body then
-# holds two identical chains, which LLVM computes once, and the backward's
-# two exps become one. The exponent differs from -z * z only in rounding
-# (about one float32 ulp of the argument, far inside the polynomial's own
-# error).
-_SQRT1_2 = 0.7071067811865476
-
-
-def _erf_of_scaled(z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """erf(z) for z = x / sqrt(2) (float32 and narrower), its exponential
-    computed from x (Note [GELU's Gaussian computed once])."""
-    aten = torch.ops.aten
-    return _erf_from(z, aten.exp.default(aten.mul.Tensor(aten.mul.Tensor(x, x), -0.5)))
-
-
-def _erf_from(x: torch.Tensor, gaussian: torch.Tensor) -> torch.Tensor:
-    """erf(x) by Abramowitz & Stegun 7.1.26, given exp(-x * x)."""
-    aten = torch.ops.aten
-    t = aten.reciprocal.default(aten.add.Tensor(aten.mul.Tensor(aten.abs.default(x), _ERF_P), 1.0))
-    poly = aten.mul.Tensor(t, _ERF_A[4])
-    for a in reversed(_ERF_A[:4]):
-        poly = aten.mul.Tensor(aten.add.Tensor(poly, a), t)
-    tail = aten.mul.Tensor(poly, gaussian)
-    return aten.mul.Tensor(aten.sign.default(x), aten.rsub.Scalar(tail, 1.0))
-
-
 def compile_program(source: str) -> Any:
     """The program's function from its source."""
-    scope: dict[str, Any] = {"torch": torch, "_erf": _erf, "_erf_of_scaled": _erf_of_scaled, **_lanes.scope()}
+    scope: dict[str, Any] = {"torch": torch, **_math.scope(), **_lanes.scope()}
     exec(compile(source, "<npu kernel program>", "exec"), scope)  # noqa: S102
     return scope["program"]
