@@ -107,7 +107,10 @@ void streamGroupsSse2(char* d, const char* s, size_t groups) {
 // (libgcc's and compiler-rt's checks include the kernel's saving of its
 // registers) and ATEN_CPU_CAPABILITY does not cap the vector width.
 bool useAvx512() {
-  static const bool use = config().wide_vectors && __builtin_cpu_supports("avx512f");
+  static const bool use = [] {
+    __builtin_cpu_init(); // idempotent; needed if this ran before libgcc's constructor
+    return config().wide_vectors && __builtin_cpu_supports("avx512f");
+  }();
   return use;
 }
 #endif
