@@ -229,6 +229,21 @@ bool readSwitch(const char* name, const char* what) {
   return false;
 }
 
+// Whether ATEN_CPU_CAPABILITY lets the simulator's host code use AVX-512
+// (Note [Bulk copies bypass the cache], bulk_copy.cpp). The variable is
+// PyTorch's (it caps the vector width of ATen's CPU kernels): `default` and
+// `avx2` cap the simulator's too, which is also how tests reach the narrower
+// code on machines that have AVX-512. PyTorch itself reports values it does
+// not know, so any other value leaves the choice to the CPU, silently.
+bool readWideVectors() {
+  const char* text = env("ATEN_CPU_CAPABILITY");
+  if (text == nullptr) {
+    return true;
+  }
+  const std::string_view v = trim(text);
+  return !equalsIgnoreCase(v, "default") && !equalsIgnoreCase(v, "avx2");
+}
+
 std::string compactBytes(uint64_t bytes) {
   std::string s = formatBytes(bytes);
   s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
@@ -246,6 +261,7 @@ Config load() {
   c.shared_heap = c.checker || named_heap.value_or(launchedAsRank());
   c.heap_kind_fixed = c.checker || named_heap.has_value();
   c.race_check = readSwitch("NPU_SIM_RACE_CHECK", "stream race detector");
+  c.wide_vectors = readWideVectors();
   c.cann_version = readCannVersion();
   const char* soc = env("NPU_SIM_SOC_NAME");
   c.soc_name = std::string(soc && !trim(soc).empty() ? trim(soc) : kDefaultSocName) +

@@ -11,6 +11,8 @@
 //   NPU_SIM_RACE_CHECK=1      stream race detector (race_detector.h)
 //   NPU_SIM_CANN_VERSION      emulated CANN release, default 9.0.0
 //   NPU_SIM_SOC_NAME          base SoC name, default Ascend910B3
+//   ATEN_CPU_CAPABILITY       default | avx2: host code uses no AVX-512
+//                             (PyTorch's variable; bulk_copy.cpp)
 //   ASCEND_RT_VISIBLE_DEVICES physical ids made visible, as on real CANN
 //
 // An invalid value is reported on stderr (naming the variable and the
@@ -40,6 +42,9 @@ struct Config {
   // communicator does not make a private heap shared then.
   bool heap_kind_fixed = false;
   bool race_check = false;
+  // Host code may use AVX-512 where the CPU has it (ATEN_CPU_CAPABILITY
+  // neither `default` nor `avx2`): Note [Bulk copies bypass the cache].
+  bool wide_vectors = true;
   CannVersion cann_version;
   std::string soc_name;                // ends with " (simulated)"
   std::string description;             // npuSimDescribe
