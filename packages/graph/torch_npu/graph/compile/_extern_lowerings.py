@@ -3,27 +3,32 @@ extern kernels.
 
 Note [Lowerings that are not aten programs run as extern kernels]
 An npu kernel is the aten program of its buffers' origins (Note [Kernels
-from the nodes' aten origins], _program.py), so every buffer a kernel
-computes must hold the value of an FX node. Inductor's lowering of one
-aten op usually makes one loop nest, which becomes the buffer of that op's
-node; but many lowerings realize buffers of their own on the way, values of
-no FX node: the backward of avg_pool2d and of the interpolations (a buffer
-of partial window sums or of per-output weights), the cumulative ops that
-Inductor builds from scans, pdist, and others. Such a buffer has no aten
-origin, and its kernel, or the kernel of whatever reads it, could not be
-built: torch.compile of the op on npu failed.
+from the nodes' aten origins], _program.py): every buffer a kernel
+computes must hold the value of an FX node, and the program of a value
+needs the values of its op's arguments. Inductor's lowering of one aten op
+usually makes one loop nest, which becomes the buffer of that op's node,
+but some lowerings do otherwise, and torch.compile of the op on npu then
+failed:
+
+- they realize a buffer of their own, the value of no FX node: cumsum of
+  bools (in cumprod's backward) converts its input to int64 in a buffer
+  before calling the aten cumsum; a cat in prod's backward;
+- they return a value that reads none of the op's inputs although its
+  program needs them: adaptive_max_pool3d's indices over windows of one
+  element are the constant 0, so the group computing them reads nothing
+  and its program, which calls the pooling op, lacks the input.
 
 Which lowerings do this depends on the op, its arguments and the version of
 Inductor, so there is no list: each op of an npu graph is lowered by
-Inductor as usual, and when that lowering has realized a computed buffer
-that has no aten origin, the op is lowered once more, as an extern kernel
-(Inductor's own fallback for an op without lowering, FX meta
-``should_fallback``): the wrapper then calls the aten op itself on npu, as
-eager npu would, between the MLIR kernels. The first lowering's buffers are
-read by nothing and the scheduler drops them (dead code). Ops that mutate
-an argument are not tried twice (the first lowering's mutation would
-stay); the scatter pass covers those it must (Note [Scatters run as extern
-kernels]).
+Inductor as usual, and when the lowering did either, the op is lowered once
+more as an extern kernel (Inductor's own fallback for an op it should not
+lower, FX meta ``should_fallback``): the wrapper then calls the aten op on
+npu, as eager npu would, between the MLIR kernels. The first lowering's
+buffers are read by nothing and the scheduler drops them (dead code). Ops
+that mutate an argument are not tried twice (the first lowering's mutation
+would stay); the scatter pass covers those it must (Note [Scatters run as
+extern kernels]). One lowering is never tried: avg_pool2d's backward, which
+Inductor itself fails on later (_BROKEN_LOWERINGS).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ _FALLBACK_META = "should_fallback"
 
 aten = torch.ops.aten
 
-# Ops whose Inductor lowering (torch 2.13 and 2.14) builds a loop nest that
+# Ops whose Inductor lowering (torch 2.13) builds a loop nest that
 # Inductor itself then fails to analyse: avg_pool2d's backward indexes the
 # gradient by clamped window starts, and the scheduler's index
 # simplification of that expression raises "vr must not be None for symbol

@@ -360,11 +360,17 @@ def _extern_input_origin(buffer: Any) -> torch.fx.Node | None:
 
 
 def _extern_kernel_nodes() -> set[torch.fx.Node]:
-    """The FX nodes the graph's extern kernels so far were lowered from."""
+    """The FX nodes the graph's extern kernels so far were lowered from
+    (kept on the graph while its buffers do not change)."""
     from torch._inductor import ir
 
-    return {n for buffer in V.graph.buffers if isinstance(buffer, ir.ExternKernel)
-            for n in getattr(buffer, "origins", ())}
+    cached = getattr(V.graph, "_npu_extern_kernel_nodes", None)
+    if cached is not None and cached[0] == len(V.graph.buffers):
+        return cached[1]
+    nodes = {n for buffer in V.graph.buffers if isinstance(buffer, ir.ExternKernel)
+             for n in getattr(buffer, "origins", ())}
+    V.graph._npu_extern_kernel_nodes = (len(V.graph.buffers), nodes)
+    return nodes
 
 
 def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str]) -> str:
