@@ -619,7 +619,7 @@ def _reads_no_tensor(node: torch.fx.Node, memo: dict[torch.fx.Node, bool]) -> bo
     memo[node] = False  # while visiting: a cycle reads something
     result = (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
               and not node.target._schema.is_mutable
-              and not torch.Tag.nondeterministic_seeded in node.target.tags
+              and torch.Tag.nondeterministic_seeded not in node.target.tags
               and all(_is_symbolic(arg) or _reads_no_tensor(arg, memo) for arg in node.all_input_nodes))
     memo[node] = result
     return result
