@@ -1,14 +1,16 @@
 """Ops a wide OpInfo scan found torch.compile on npu failing on (issue 19),
 each compiled and compared with eager npu, forward and backward:
 
-- Inductor lowerings that realize buffers of no aten op (the backward of
-  the poolings and interpolations, the cumulative ops) or compute a value
-  without reading its op's inputs (adaptive_max_pool3d's indices for a
-  window of one element) run as extern kernels (Note [Lowerings that are
-  not aten programs run as extern kernels]);
-- index values Inductor inlines from no tensor (interpolate's source rows,
-  roll's and unfold's positions) are computed by the programs that need
-  them (Note [Index values computed from no tensor]);
+- lowerings that realize a buffer of no FX node (cumsum of bools in
+  cumprod's backward, a cat in prod's) or return a value that reads none of
+  its op's inputs (adaptive_max_pool3d's indices over one-element windows),
+  and the backward of avg_pool2d / avg_pool3d, whose lowering Inductor fails
+  on: extern kernels (Note [Lowerings that are not aten programs run as
+  extern kernels]);
+- index values Inductor inlines from no tensor (the interpolations' source
+  positions; Note [Index values computed from no tensor]);
+- the contiguous copy Inductor makes of an extern kernel's input (the
+  adaptive poolings' backward; _program._extern_input_origin);
 - tensors without elements (Note [Empty values a group does not read],
   Note [Kernels over tensors without elements]).
 """
@@ -49,18 +51,28 @@ def _compiled(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     return run
 
 
+def _weighted_by_position(y: torch.Tensor) -> torch.Tensor:
+    # Weights that differ per element, computed in the compiled graph as
+    # the OpInfo scan did: index arithmetic (iota, remainder) fused with the
+    # op under test, and a backward that is not all ones.
+    return y * (torch.arange(y.numel(), device=y.device).reshape(y.shape) % 7 + 1)
+
+
 def _check_forward_and_backward(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> None:
-    """fn compiled matches eager npu, and so do the gradients of a weighted
-    sum of its result (weights that differ per element)."""
+    """fn, its result weighted by position, compiled matches eager npu, and
+    so does the gradient of the sum of that result."""
     torch._dynamo.reset()
-    leaf = x.detach().requires_grad_()
-    expected = fn(leaf)
-    weights = _values(*expected.shape) + 3.0
-    (expected_grad,) = torch.autograd.grad((expected * weights).sum(), leaf)
+
+    def weighted(x: torch.Tensor) -> torch.Tensor:
+        return _weighted_by_position(fn(x))
 
     leaf = x.detach().requires_grad_()
-    actual = _compiled(fn)(leaf)
-    (actual_grad,) = torch.autograd.grad((actual * weights).sum(), leaf)
+    expected = weighted(leaf)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), leaf)
+
+    leaf = x.detach().requires_grad_()
+    actual = _compiled(weighted)(leaf)
+    (actual_grad,) = torch.autograd.grad(actual.sum(), leaf)
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(actual_grad, expected_grad, atol=1e-4, rtol=1e-4)
 
@@ -75,9 +87,12 @@ _CASES = {
     "adaptive_avg_pool1d": (lambda x: F.adaptive_avg_pool1d(x, 3), _values(2, 3, 7)),
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (5, 3)), _values(1, 2, 8, 7)),
     "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), _values(1, 2, 5, 6, 4)),
-    "avg_pool1d": (lambda x: F.avg_pool1d(x, 3, 2, padding=1), _values(2, 3, 9)),
+    "avg_pool1d": (lambda x: F.avg_pool1d(x, 3, 1, padding=1, ceil_mode=True, count_include_pad=False),
+                   _values(1, 3, 9)),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True, count_include_pad=False),
                    _values(1, 2, 7, 8)),
+    # Inductor's own lowering of this backward fails on any device.
+    "avg_pool2d_divisor": (lambda x: F.avg_pool2d(x, 3, 1, 1, True, False, divisor_override=2), _values(1, 3, 9, 9)),
     "avg_pool3d": (lambda x: F.avg_pool3d(x, 2, 1), _values(1, 2, 4, 3, 5)),
     "interpolate_area": (lambda x: F.interpolate(x, size=(3, 5), mode="area"), _values(1, 2, 7, 9)),
     "interpolate_bilinear": (lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear"), _values(1, 2, 4, 5)),
@@ -85,17 +100,20 @@ _CASES = {
     "interpolate_nearest": (lambda x: F.interpolate(x, size=7, mode="nearest"), _values(2, 2, 3)),
     "interpolate_nearest_exact": (lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest-exact"),
                                   _values(1, 2, 4, 3)),
+    "interpolate_nearest_exact_1d": (lambda x: F.interpolate(x, size=3, mode="nearest-exact"), _values(2, 3, 4)),
     "interpolate_trilinear": (lambda x: F.interpolate(x, size=(3, 4, 5), mode="trilinear"), _values(1, 1, 2, 3, 3)),
     "upsample_bilinear": (lambda x: F.upsample_bilinear(x, scale_factor=2), _values(1, 2, 3, 4)),
     "upsample_nearest": (lambda x: F.upsample_nearest(x, scale_factor=2), _values(1, 2, 3, 4)),
-    "local_response_norm": (lambda x: F.local_response_norm(x, 3), _values(2, 5, 4)),
+    "local_response_norm": (lambda x: F.local_response_norm(x, 2, alpha=3e-5, beta=0.5, k=1.25), _values(1, 6, 3)),
     "pad_circular": (lambda x: F.pad(x, (1, 2, 2, 1), mode="circular"), _values(1, 2, 4, 5)),
+    "pad_circular_empty_batch": (lambda x: F.pad(x, (1, 2), mode="circular"), _values(0, 3, 3)),
     "pdist": (lambda x: F.pdist(x), _values(5, 3)),
     "unfold": (lambda x: F.unfold(x, (2, 3), dilation=1, padding=1, stride=2), _values(2, 2, 5, 6)),
     "tensor_unfold": (lambda x: x.unfold(1, 3, 2), _values(2, 8)),
     # A batch without elements: nothing to compute, and torch-mlir died of
     # a floating point exception on the backward's kernel.
     "unfold_empty_batch": (lambda x: F.unfold(x, 2), _values(0, 1, 5, 5)),
+    "roll_empty": (lambda x: torch.roll(x, 1, 0), _values(0, 0, 3)),
 }
 
 
@@ -159,3 +177,19 @@ def test_lowering_of_no_aten_op_runs_the_aten_op():
         actual, codes = run_and_get_code(torch.compile(fn, dynamic=False), x)
     torch.testing.assert_close(actual, fn(x))
     assert any("aten._adaptive_avg_pool2d_backward" in code for code in codes), codes
+
+
+@pytest.mark.parametrize("case", ["local_response_norm", "pad_circular_empty_batch", "roll_empty", "unfold_empty_batch"])
+def test_gradient_computed_in_the_compiled_graph(case):
+    # As the OpInfo scan compiled them: forward, weights and autograd.grad
+    # in one compiled function, so the backward's graph holds the weights'
+    # index arithmetic too.
+    fn, x = _CASES[case]
+    torch._dynamo.reset()
+
+    def gradient(x: torch.Tensor) -> torch.Tensor:
+        return torch.autograd.grad(_weighted_by_position(fn(x)).sum(), x)[0]
+
+    expected = gradient(x.detach().requires_grad_())
+    actual = _compiled(gradient)(x.detach().requires_grad_())
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)

@@ -27,8 +27,8 @@ npu, as eager npu would, between the MLIR kernels. The first lowering's
 buffers are read by nothing and the scheduler drops them (dead code). Ops
 that mutate an argument are not tried twice (the first lowering's mutation
 would stay); the scatter pass covers those it must (Note [Scatters run as
-extern kernels]). One lowering is never tried: avg_pool2d's backward, which
-Inductor itself fails on later (_BROKEN_LOWERINGS).
+extern kernels]). Two lowerings are never tried: the backward of avg_pool2d
+and avg_pool3d, which Inductor itself fails on later (_BROKEN_LOWERINGS).
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ _FALLBACK_META = "should_fallback"
 aten = torch.ops.aten
 
 # Ops whose Inductor lowering (torch 2.13) builds a loop nest that
-# Inductor itself then fails to analyse: avg_pool2d's backward indexes the
-# gradient by clamped window starts, and the scheduler's index
-# simplification of that expression raises "vr must not be None for symbol
-# q1" on any device (the same sample fails with Inductor on CPU). They are
-# extern kernels on npu from the start.
+# Inductor itself then fails to analyse: the backward of avg_pool2d and
+# avg_pool3d indexes the gradient by clamped window starts, and the
+# scheduler's index simplification of that expression raises "vr must not
+# be None for symbol q1" on any device (the same cases fail with Inductor on
+# CPU). They are extern kernels on npu from the start.
 _BROKEN_LOWERINGS = frozenset(
-    getattr(aten, name).default for name in ("avg_pool2d_backward",) if hasattr(aten, name))
+    getattr(aten, name).default for name in ("avg_pool2d_backward", "avg_pool3d_backward") if hasattr(aten, name))
 
 
 def _on_npu(node: torch.fx.Node) -> bool:
