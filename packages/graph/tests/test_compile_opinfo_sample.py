@@ -35,12 +35,11 @@ EXCLUDED_PREFIXES = (
     "jiterator", "nn.functional.conv", "nn.functional.dropout", "nn.functional.feature_alpha",
     "nn.functional.alpha_dropout", "nn.functional.rrelu", "nn.functional.fractional_max_pool",
 )
-KNOWN_FAILURES = {
-    # Its indices output is computed in a group that needs the input, which
-    # Inductor does not list among the group's reads and frees before the
-    # group runs (Note [Graph inputs a group needs but does not list]).
-    "nn.functional.adaptive_max_pool3d": "the scheduler nodes cannot be expressed as aten ops",
-}
+# op name -> why its compilation fails (a strict xfail). adaptive_max_pool3d
+# was one until its indices, which Inductor computes without reading the
+# input, ran as an extern kernel (Note [Lowerings that are not aten
+# programs run as extern kernels]).
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _sampled_ops() -> list:

@@ -169,18 +169,33 @@ def test_half_precision_asinh_is_computed_in_float32(dtype):
 
 
 @needs_mlir
-def test_integer_max_pool3d_runs_eagerly_with_a_warning():
-    # torch-mlir's lowering crashed the process (SIGSEGV) on it.
+@pytest.mark.parametrize("return_indices", [False, True])
+def test_integer_max_pool3d_never_reaches_torch_mlir(return_indices):
+    # torch-mlir's lowering crashed the process (SIGSEGV) on it. Its kernel
+    # runs eagerly with a warning (Note [Programs torch-mlir crashes on]),
+    # unless Inductor's lowering made it an extern kernel, the aten op
+    # (Note [Lowerings that are not aten programs run as extern kernels]),
+    # as it does with the indices.
+    from torch._inductor.utils import run_and_get_code
+
     from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
 
+    torch._dynamo.reset()
     x = torch.randint(-9, 9, (1, 2, 3, 6, 5), device="npu")
 
     def fn(x):
-        return F.max_pool3d(x, 3, 2, ceil_mode=True, return_indices=True)
+        return F.max_pool3d(x, 3, 2, ceil_mode=True, return_indices=return_indices)
 
-    with pytest.warns(NPUKernelFallbackWarning, match="crashes lowering max_pool3d"):
-        actual = torch.compile(fn, dynamic=False)(x)
+    # Compiled afresh: the wrapper's code is what the test reads.
+    with warnings.catch_warnings(record=True) as caught, torch._inductor.config.patch(force_disable_caches=True):
+        warnings.simplefilter("always")
+        actual, codes = run_and_get_code(torch.compile(fn, dynamic=False), x)
     torch.testing.assert_close(actual, fn(x))
+    warned = any(issubclass(w.category, NPUKernelFallbackWarning) and "crashes lowering max_pool3d" in str(w.message)
+                 for w in caught)
+    extern = any(".max_pool3d" in line and "MLIRKernel(" not in line for code in codes for line in code.splitlines()
+                 if "torch.ops.aten." in line)
+    assert warned or extern, codes
 
 
 @needs_mlir

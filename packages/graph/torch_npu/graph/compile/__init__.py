@@ -89,7 +89,8 @@ def register() -> None:
     register_interface_for_device("npu", NPUInterface)
     register_device_op_overrides("npu", NPUDeviceOpOverrides())
     register_backend_for_device("npu", MLIRScheduling, NPUWrapperCodegen, device_custom_pass=NPUPostGradPass())
-    from . import _reduce_overhead
+    from . import _extern_lowerings, _reduce_overhead
 
+    _extern_lowerings.install()  # Note [Lowerings that are not aten programs run as extern kernels]
     _reduce_overhead.install()  # mode="reduce-overhead": NPUGraphs
     _registered = True

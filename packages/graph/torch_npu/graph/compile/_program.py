@@ -329,18 +329,23 @@ def _realized_view_origin(buffer: Any) -> torch.fx.Node | None:
 
 def _extern_input_origin(buffer: Any) -> torch.fx.Node | None:
     """The FX node of a buffer Inductor realized as the input of an extern
-    kernel with several outputs (e.g. the flash-attention backward, given the
-    gradient of its output): the buffer has no ``origin_node``; its origins
-    are the extern kernel's node and the nodes inlined into the input. Its
-    value is the one argument of that kernel among its origins that no other
-    origin uses and that has the buffer's shape and dtype; when that is not
-    exactly one node, the buffer stays unmapped."""
+    kernel (e.g. the flash-attention backward, given the gradient of its
+    output, or an op lowered as Inductor's fallback, given a contiguous copy
+    of its input): the buffer has no ``origin_node``; its origins are the
+    extern kernel's node and the nodes inlined into the input. The kernel's
+    node is the one origin with several outputs, else the one origin no
+    other origin uses, if an extern kernel of the graph computes it. The
+    buffer's value is the one argument of that kernel among its origins that
+    no other origin uses and that has the buffer's shape and dtype; when
+    that is not exactly one node, the buffer stays unmapped."""
     from torch._inductor import ir
 
     if not isinstance(buffer, ir.ComputedBuffer) or getattr(buffer, "origin_node", None) is not None:
         return None
     origins = set(getattr(buffer, "origins", ()))
     externs = {n for n in origins if isinstance(n.meta.get("val"), (tuple, list))}
+    if not externs:
+        externs = {n for n in origins if not any(u in origins for u in n.users)} & _extern_kernel_nodes()
     if len(externs) != 1:
         return None
     (extern,) = externs
@@ -352,6 +357,20 @@ def _extern_input_origin(buffer: Any) -> torch.fx.Node | None:
                 and list(value.shape) == list(buffer.get_size())):
             candidates.append(n)
     return candidates[0] if len(set(candidates)) == 1 else None
+
+
+def _extern_kernel_nodes() -> set[torch.fx.Node]:
+    """The FX nodes the graph's extern kernels so far were lowered from
+    (kept on the graph while its buffers do not change)."""
+    from torch._inductor import ir
+
+    cached = getattr(V.graph, "_npu_extern_kernel_nodes", None)
+    if cached is not None and cached[0] == len(V.graph.buffers):
+        return cached[1]
+    nodes = {n for buffer in V.graph.buffers if isinstance(buffer, ir.ExternKernel)
+             for n in getattr(buffer, "origins", ())}
+    V.graph._npu_extern_kernel_nodes = (len(V.graph.buffers), nodes)
+    return nodes
 
 
 def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str]) -> str:
@@ -438,6 +457,8 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     inputs: list[torch.fx.Node] = []
     body: list[torch.fx.Node] = []
     done: set[torch.fx.Node] = set()
+    empties: set[torch.fx.Node] = set()
+    no_tensor: dict[torch.fx.Node, bool] = {}
 
     def need(n: torch.fx.Node, depth: int = 0) -> None:
         if n in done or _is_symbolic(n):
@@ -458,6 +479,14 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
               and n.target is not operator.getitem):
             if n in available:
                 inputs.append(n)
+            elif _empty_shape(n) is not None:
+                body.append(n)  # Note [Empty values a group does not read]
+                empties.add(n)
+            elif _reads_no_tensor(n, no_tensor):
+                # Note [Index values computed from no tensor]
+                for arg in n.all_input_nodes:
+                    need(arg, depth + 1)
+                body.append(n)
             else:
                 raise UnmappableGroup(f"{n.name} ({_op_name(n)}) is neither computed by the group nor read by it")
         else:
@@ -495,6 +524,11 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
         if n.target is operator.getitem:
             lines.append(f"    v{i} = {names[n.args[0]]}[{int(n.args[1])}]")
             continue
+        if n in empties:
+            dtype = torch.uint8 if _is_bool(n) else n.meta["val"].dtype  # Note [Bool values of a program in bytes]
+            lines.append(f"    v{i} = torch.ops.aten.empty.memory_format({_empty_shape(n)}, dtype={dtype}, "
+                         "device=_device)")
+            continue
         # ``op``: ``n`` with the overload it calls (``n`` stays the key of names).
         op = _with_overload(n) if isinstance(n.target, torch._ops.OpOverloadPacket) else n
         if not isinstance(op.target, torch._ops.OpOverload):
@@ -523,6 +557,49 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     result = ", ".join(results)
     source = "\n".join([f"def program({', '.join(params)}):", *lines, f"    return ({result},)", ""])
     return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
+
+
+# Note [Empty values a group does not read]
+# Inductor computes nothing for a tensor without elements: the sum of an
+# empty tensor is a constant, and the empty tensor's own buffer is written
+# by a group of its own (or not at all). A group whose program reaches such
+# a value through the aten ops of its origins (``sum(mul(x, y))`` with ``x``
+# and ``y`` empty) neither computes nor reads it, yet needs only its shape
+# and dtype: the program creates it empty, and so does not need the inputs
+# it was computed from.
+def _empty_shape(node: torch.fx.Node) -> list[int] | None:
+    """The shape of ``node``'s value when that is a tensor without elements
+    (of static shape), else None."""
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor) or not all(isinstance(s, int) for s in value.shape):
+        return None
+    return list(value.shape) if value.numel() == 0 else None
+
+
+# Note [Index values computed from no tensor]
+# Inductor inlines a pointwise value into the loops that read it, also where
+# the value is an index (interpolate's source rows, iota * scale converted
+# to int64, unfold's window positions): the loops compute it from their
+# indices and read nothing. But Inductor collects a buffer's origins from
+# the lowered op's direct arguments only, not from a list of indices, so
+# those values are not among the group's origins, and when the value is
+# realized too (the backward needs it) the group does not read that buffer
+# either. A value that reads no tensor at all (its inputs are, transitively,
+# factories such as iota and full, and sizes) costs what Inductor's own
+# inlined loops cost, so the program computes it instead of failing.
+def _reads_no_tensor(node: torch.fx.Node, memo: dict[torch.fx.Node, bool]) -> bool:
+    """Whether ``node`` is an aten op whose value is computed from no
+    tensor (its inputs are, transitively, only ops without tensor inputs
+    and sizes)."""
+    if node in memo:
+        return memo[node]
+    memo[node] = False  # while visiting: a cycle reads something
+    result = (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+              and not node.target._schema.is_mutable
+              and torch.Tag.nondeterministic_seeded not in node.target.tags
+              and all(_is_symbolic(arg) or _reads_no_tensor(arg, memo) for arg in node.all_input_nodes))
+    memo[node] = result
+    return result
 
 
 class _WithOverload:

@@ -101,6 +101,18 @@ def _crashes_torch_mlir(source: str, inputs: Any) -> str | None:
     return None
 
 
+# Note [Kernels over tensors without elements]
+# torch-mlir's pass pipeline died of a floating point exception (SIGFPE,
+# which no exception can catch) on a program that indexes an empty tensor
+# (unfold's backward of a batch of 0). A kernel that reads or writes a
+# tensor without elements, or whose program creates one (Note [Empty values
+# a group does not read], _program.py), computes next to nothing: it runs
+# its aten ops eagerly, without a warning, and torch-mlir never sees it.
+def _has_no_elements(source: str, inputs: Any, outputs: Any) -> bool:
+    """Whether a kernel's program handles a tensor without elements."""
+    return any(t.numel() == 0 for t in (*inputs, *outputs)) or "torch.ops.aten.empty.memory_format" in source
+
+
 def _backend() -> str:
     from torch._inductor import config
 
@@ -151,7 +163,7 @@ class MLIRKernel:
             self._launch(variant, inputs, outputs, stream)
 
     def _compile(self, geometry: Any, inputs: Any, outputs: Any, symbols: list[int]) -> Any:
-        if self.backend == "eager":
+        if self.backend == "eager" or _has_no_elements(self.source, inputs, outputs):
             return None
         from . import _launch
 
