@@ -77,49 +77,53 @@ def _check_forward_and_backward(fn: Callable[[torch.Tensor], torch.Tensor], x: t
     torch.testing.assert_close(actual_grad, expected_grad, atol=1e-4, rtol=1e-4)
 
 
+# Inputs are made when a test runs: npu tensors made at import would stay
+# allocated for the whole session (pytest imports every test module before
+# running any), and the allocator tests that run first see them.
 _CASES = {
     # cumprod's backward has a branch for zeros: the input has one.
-    "cumprod": (lambda x: torch.cumprod(x, 1), _values(3, 6) * (_values(3, 6) > -2.0)),
-    "masked_cumprod": (lambda x: torch.masked.cumprod(x, 1, mask=_values(3, 6) > -1.5), _values(3, 6)),
-    "prod": (lambda x: torch.prod(x, 1), _values(3, 5)),
-    "prod_all": (lambda x: torch.prod(x), _values(2, 3)),
-    "roll": (lambda x: torch.roll(x, (1, -2), (0, 2)), _values(3, 4, 5)),
-    "adaptive_avg_pool1d": (lambda x: F.adaptive_avg_pool1d(x, 3), _values(2, 3, 7)),
-    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (5, 3)), _values(1, 2, 8, 7)),
-    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), _values(1, 2, 5, 6, 4)),
+    "cumprod": (lambda x: torch.cumprod(x, 1), lambda: _values(3, 6) * (_values(3, 6) > -2.0)),
+    "masked_cumprod": (lambda x: torch.masked.cumprod(x, 1, mask=_values(3, 6) > -1.5), lambda: _values(3, 6)),
+    "prod": (lambda x: torch.prod(x, 1), lambda: _values(3, 5)),
+    "prod_all": (lambda x: torch.prod(x), lambda: _values(2, 3)),
+    "roll": (lambda x: torch.roll(x, (1, -2), (0, 2)), lambda: _values(3, 4, 5)),
+    "adaptive_avg_pool1d": (lambda x: F.adaptive_avg_pool1d(x, 3), lambda: _values(2, 3, 7)),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (5, 3)), lambda: _values(1, 2, 8, 7)),
+    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), lambda: _values(1, 2, 5, 6, 4)),
     "avg_pool1d": (lambda x: F.avg_pool1d(x, 3, 1, padding=1, ceil_mode=True, count_include_pad=False),
-                   _values(1, 3, 9)),
+                   lambda: _values(1, 3, 9)),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True, count_include_pad=False),
-                   _values(1, 2, 7, 8)),
+                   lambda: _values(1, 2, 7, 8)),
     # Inductor's own lowering of this backward fails on any device.
-    "avg_pool2d_divisor": (lambda x: F.avg_pool2d(x, 3, 1, 1, True, False, divisor_override=2), _values(1, 3, 9, 9)),
-    "avg_pool3d": (lambda x: F.avg_pool3d(x, 2, 1), _values(1, 2, 4, 3, 5)),
-    "interpolate_area": (lambda x: F.interpolate(x, size=(3, 5), mode="area"), _values(1, 2, 7, 9)),
-    "interpolate_bilinear": (lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear"), _values(1, 2, 4, 5)),
-    "interpolate_linear": (lambda x: F.interpolate(x, size=7, mode="linear", align_corners=True), _values(2, 3, 4)),
-    "interpolate_nearest": (lambda x: F.interpolate(x, size=7, mode="nearest"), _values(2, 2, 3)),
+    "avg_pool2d_divisor": (lambda x: F.avg_pool2d(x, 3, 1, 1, True, False, divisor_override=2), lambda: _values(1, 3, 9, 9)),
+    "avg_pool3d": (lambda x: F.avg_pool3d(x, 2, 1), lambda: _values(1, 2, 4, 3, 5)),
+    "interpolate_area": (lambda x: F.interpolate(x, size=(3, 5), mode="area"), lambda: _values(1, 2, 7, 9)),
+    "interpolate_bilinear": (lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear"), lambda: _values(1, 2, 4, 5)),
+    "interpolate_linear": (lambda x: F.interpolate(x, size=7, mode="linear", align_corners=True), lambda: _values(2, 3, 4)),
+    "interpolate_nearest": (lambda x: F.interpolate(x, size=7, mode="nearest"), lambda: _values(2, 2, 3)),
     "interpolate_nearest_exact": (lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest-exact"),
-                                  _values(1, 2, 4, 3)),
-    "interpolate_nearest_exact_1d": (lambda x: F.interpolate(x, size=3, mode="nearest-exact"), _values(2, 3, 4)),
-    "interpolate_trilinear": (lambda x: F.interpolate(x, size=(3, 4, 5), mode="trilinear"), _values(1, 1, 2, 3, 3)),
-    "upsample_bilinear": (lambda x: F.upsample_bilinear(x, scale_factor=2), _values(1, 2, 3, 4)),
-    "upsample_nearest": (lambda x: F.upsample_nearest(x, scale_factor=2), _values(1, 2, 3, 4)),
-    "local_response_norm": (lambda x: F.local_response_norm(x, 2, alpha=3e-5, beta=0.5, k=1.25), _values(1, 6, 3)),
-    "pad_circular": (lambda x: F.pad(x, (1, 2, 2, 1), mode="circular"), _values(1, 2, 4, 5)),
-    "pad_circular_empty_batch": (lambda x: F.pad(x, (1, 2), mode="circular"), _values(0, 3, 3)),
-    "pdist": (lambda x: F.pdist(x), _values(5, 3)),
-    "unfold": (lambda x: F.unfold(x, (2, 3), dilation=1, padding=1, stride=2), _values(2, 2, 5, 6)),
-    "tensor_unfold": (lambda x: x.unfold(1, 3, 2), _values(2, 8)),
+                                  lambda: _values(1, 2, 4, 3)),
+    "interpolate_nearest_exact_1d": (lambda x: F.interpolate(x, size=3, mode="nearest-exact"), lambda: _values(2, 3, 4)),
+    "interpolate_trilinear": (lambda x: F.interpolate(x, size=(3, 4, 5), mode="trilinear"), lambda: _values(1, 1, 2, 3, 3)),
+    "upsample_bilinear": (lambda x: F.upsample_bilinear(x, scale_factor=2), lambda: _values(1, 2, 3, 4)),
+    "upsample_nearest": (lambda x: F.upsample_nearest(x, scale_factor=2), lambda: _values(1, 2, 3, 4)),
+    "local_response_norm": (lambda x: F.local_response_norm(x, 2, alpha=3e-5, beta=0.5, k=1.25), lambda: _values(1, 6, 3)),
+    "pad_circular": (lambda x: F.pad(x, (1, 2, 2, 1), mode="circular"), lambda: _values(1, 2, 4, 5)),
+    "pad_circular_empty_batch": (lambda x: F.pad(x, (1, 2), mode="circular"), lambda: _values(0, 3, 3)),
+    "pdist": (lambda x: F.pdist(x), lambda: _values(5, 3)),
+    "unfold": (lambda x: F.unfold(x, (2, 3), dilation=1, padding=1, stride=2), lambda: _values(2, 2, 5, 6)),
+    "tensor_unfold": (lambda x: x.unfold(1, 3, 2), lambda: _values(2, 8)),
     # A batch without elements: nothing to compute, and torch-mlir died of
     # a floating point exception on the backward's kernel.
-    "unfold_empty_batch": (lambda x: F.unfold(x, 2), _values(0, 1, 5, 5)),
-    "roll_empty": (lambda x: torch.roll(x, 1, 0), _values(0, 0, 3)),
+    "unfold_empty_batch": (lambda x: F.unfold(x, 2), lambda: _values(0, 1, 5, 5)),
+    "roll_empty": (lambda x: torch.roll(x, 1, 0), lambda: _values(0, 0, 3)),
 }
 
 
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_forward_and_backward_compile(case):
-    fn, x = _CASES[case]
+    fn, make_input = _CASES[case]
+    x = make_input()
     _check_forward_and_backward(fn, x)
 
 
@@ -184,7 +188,8 @@ def test_gradient_computed_in_the_compiled_graph(case):
     # As the OpInfo scan compiled them: forward, weights and autograd.grad
     # in one compiled function, so the backward's graph holds the weights'
     # index arithmetic too.
-    fn, x = _CASES[case]
+    fn, make_input = _CASES[case]
+    x = make_input()
     torch._dynamo.reset()
 
     def gradient(x: torch.Tensor) -> torch.Tensor:
