@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 from .check import run_checks
@@ -67,12 +68,12 @@ def _ci_rows(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cann_row_skips(args: argparse.Namespace) -> int:
-    """Test folders a row that differs only in CANN skips (Note [What a CANN row runs])."""
-    from .cann_reach import tests_cann_rows_skip
+def _cann_row_tests(args: argparse.Namespace) -> int:
+    """The tests a row that differs only in CANN runs (Note [What a CANN row runs])."""
+    from .cann_reach import cann_row_tests
 
-    for folder in tests_cann_rows_skip():
-        print(folder)
+    for path in cann_row_tests(Path(args.reach_log), args.test_dirs):
+        print(path)
     return 0
 
 
@@ -103,8 +104,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub.add_parser("check", help="fail when the tree disagrees with compat/").set_defaults(fn=_check)
     sub.add_parser("rows", help="print the rows as JSON").set_defaults(fn=_rows)
     sub.add_parser("ci-rows", help="print the nox sessions of the extra rows CI runs").set_defaults(fn=_ci_rows)
-    sub.add_parser("cann-row-skips", help="print the test folders of packages that never call CANN "
-                   "(rows that differ only in CANN skip them)").set_defaults(fn=_cann_row_skips)
+    reach = sub.add_parser("cann-row-tests", help="print the tests a row that differs only in CANN runs: "
+                           "those that asked about CANN in the default row's run")
+    reach.add_argument("reach_log", help="the default row's NPU_SIM_CANN_REACH_LOG")
+    reach.add_argument("test_dirs", nargs="+", help="the test folders of the tree")
+    reach.set_defaults(fn=_cann_row_tests)
     rec = sub.add_parser("record", help="record a passing run of a row, then render")
     rec.add_argument("--torch", required=True)
     rec.add_argument("--cann", required=True)

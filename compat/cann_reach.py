@@ -1,16 +1,30 @@
-"""Which packages reach CANN themselves, and so which tests a CANN row runs.
+"""Which tests can behave differently at another CANN release, and so which
+tests a CANN row runs.
 
 Note [What a CANN row runs]: a row of the matrix that differs from the
 default row only in the emulated CANN release changes one thing, the
 simulator's feature table (compat/cann_features.toml: what each release
-lacks is refused with ACL_ERROR_RT_FEATURE_NOT_SUPPORT). Only code that
-calls CANN, or asks which features CANN has, can behave differently there.
-A package whose sources do neither reaches the device only through core's
-runtime, whose own tests run in every CANN row; its tests would run the
-same code paths again, so CANN rows skip them (the default row and every
-other torch's row run them). The list is derived from the sources at each
-run, never written down: a package that starts calling CANN is back in the
-CANN rows without anyone editing a list.
+lacks is refused with ACL_ERROR_RT_FEATURE_NOT_SUPPORT) and the version it
+reports. A test that never asks for a gated feature nor for the version runs
+the same code at every release, so CANN rows run only the tests that ask
+(:func:`cann_row_tests`); the default row and other torch versions' rows run
+everything. Which tests ask is derived at each CI run, never written down:
+
+* Note [Which tests reach CANN's features]: during the default row, the
+  simulator (feature_gates.cpp) and torch_npu's version queries
+  (torch_npu/npu/_cann.py, collect_env) log each feature or version question
+  with the pytest node asking it (pytest_cann_reach.py tags the node; child
+  processes inherit the tag). A question asked while a module or folder is
+  collected names that module or folder; one asked outside any node makes
+  the rows run everything.
+* Test sources that name CANN's version or features themselves (they set
+  NPU_SIM_CANN_VERSION, read the version, ...) run too, whatever the log says.
+
+So a test that starts using a gated feature is in the CANN rows at the next
+run without anyone editing a list. What the log cannot see: a child process
+started with an environment of its own (without the tag and log variables),
+and a shared fixture whose question is logged against the first test that
+used it only.
 
 For the same reason CI runs one CANN row per feature set
 (:func:`ci_cann_releases`): two emulated releases with the same features
@@ -27,42 +41,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable, List
+from typing import Iterable, List, Optional, Set
 
 from .matrix import ROOT, CannVersion, Matrix
-from .packages import Package, discover
 
-# A call of a CANN function (acl runtime, model capture, HCCL), core's CANN
-# function table, or a question about CANN's features.
-CANN_USE = re.compile(
-    r"\bacl(?:rt|mdl|sys|op|nn)[A-Z]\w*|\baclInit\b|\baclFinalize\b|\bacl::api\(\)"
-    r"|\bHccl[A-Z]\w*\s*\(|\b_cann_features\b|\bfeature_available\b|\bcann_feature\w*|\b(?:get_)?cann_version\b"
+# Test sources that ask about CANN's release themselves.
+ASKS_ABOUT_CANN = re.compile(
+    r"NPU_SIM_CANN_VERSION|GetCANNVersion|cann_version|cann_feature|_backend_info|collect_env"
 )
-SOURCE_SUFFIXES = (".py", ".pyi", ".cpp", ".cc", ".c", ".h", ".hpp", ".inc")
-NOT_SOURCES = {"tests", "build", "dist", "__pycache__", "examples", "benchmarks"}
-
-
-def sources(folder: Path) -> Iterable[Path]:
-    """The package's own source files (not its tests, examples or build trees)."""
-    for path in sorted(folder.rglob("*")):
-        if path.suffix in SOURCE_SUFFIXES and path.is_file() and \
-                not NOT_SOURCES.intersection(path.relative_to(folder).parts):
-            yield path
-
-
-def first_cann_use(folder: Path) -> str:
-    """``file:line: text`` of the first CANN use in the package, or ''."""
-    for path in sources(folder):
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if CANN_USE.search(line):
-                return f"{path.relative_to(folder)}:{number}: {line.strip()}"
-    return ""
-
-
-def packages_without_cann(root: Path = ROOT) -> List[Package]:
-    """The packages whose sources never call CANN nor ask about its features."""
-    return [p for p in discover(root) if (root / p.folder / "tests").is_dir()
-            and not first_cann_use(root / p.folder)]
+# Where ./dev test has the simulator and torch_npu log the questions asked.
+LOG_VARIABLE = "NPU_SIM_CANN_REACH_LOG"
+TAG_VARIABLE = "NPU_SIM_CANN_REACH_TAG"
 
 
 def ci_cann_releases(matrix: Matrix) -> List[str]:
@@ -78,6 +67,44 @@ def ci_cann_releases(matrix: Matrix) -> List[str]:
     return chosen
 
 
-def tests_cann_rows_skip(root: Path = ROOT) -> List[str]:
-    """Test folders (relative to ``root``) a CANN-only row skips."""
-    return [f"{p.folder}/tests" for p in packages_without_cann(root)]
+def logged_paths(log: Path) -> Optional[Set[str]]:
+    """The test files and folders (relative to the root) whose nodes asked a
+    question in ``log``; None when one was asked outside any node."""
+    paths = set()
+    for line in log.read_text().splitlines():
+        tag, _, _what = line.partition("\t")
+        path = tag.split("::", 1)[0]
+        if not path or path == ".":
+            return None
+        paths.add(path)
+    return paths
+
+
+def sources_asking(test_dirs: Iterable[str], root: Path = ROOT) -> Set[str]:
+    """The test sources under ``test_dirs`` that name CANN's version or
+    features: test modules themselves, and for a conftest or helper module,
+    its whole folder."""
+    found = set()
+    for folder in test_dirs:
+        for path in sorted((root / folder).rglob("*.py")):
+            if "__pycache__" in path.parts or not ASKS_ABOUT_CANN.search(path.read_text(errors="replace")):
+                continue
+            test_module = path.name.startswith("test_")
+            found.add(str((path if test_module else path.parent).relative_to(root)))
+    return found
+
+
+def cann_row_tests(log: Path, test_dirs: List[str], root: Path = ROOT) -> List[str]:
+    """What a row that differs only in CANN runs (Note [What a CANN row
+    runs]): the files and folders whose tests asked a question in ``log`` (the
+    default row's), and the test sources that ask themselves; all of
+    ``test_dirs`` when a question was asked outside any test."""
+    logged = logged_paths(log)
+    if logged is None:
+        return list(test_dirs)
+    chosen = logged | sources_asking(test_dirs, root)
+    # A folder chosen whole makes its files redundant on the command line.
+    folders = {p for p in chosen if (root / p).is_dir()}
+    return sorted(p for p in chosen
+                  if not any(p != f and p.startswith(f + "/") for f in folders)
+                  and any(p == d or p.startswith(d + "/") for d in test_dirs))

@@ -276,28 +276,38 @@ def test_a_recorded_sweep_is_shown_and_goes_stale_with_the_suite(matrix, tmp_pat
     assert any("no_such_sweep" in p for p in check_runs(matrix))
 
 
-def test_cann_rows_skip_only_packages_whose_sources_never_call_cann(tmp_path):
-    # Note [What a CANN row runs]: derived from the sources, on this tree...
-    from compat.cann_reach import first_cann_use, tests_cann_rows_skip
+def test_cann_rows_run_the_tests_that_asked_about_cann(tmp_path):
+    # Note [What a CANN row runs]: the default row's log names the nodes that
+    # asked (Note [Which tests reach CANN's features]); the rows run their files.
+    from compat.cann_reach import cann_row_tests
 
-    skipped = tests_cann_rows_skip()
-    assert "packages/ops/tests" in skipped
-    for package in ("core", "distributed", "graph"):
-        assert f"packages/{package}/tests" not in skipped
-        assert first_cann_use(ROOT / "packages" / package)
-    # ... and on a package that starts calling CANN, or asking about it.
-    for line in ("NPU_CHECK(acl::api().aclrtSynchronizeStream(s));",
-                 "if not _cann_features.feature_available('ipc_memory', v):",
-                 "HcclAllReduce(send, recv, n, t, op, comm, stream);"):
-        (tmp_path / "csrc").mkdir(exist_ok=True)
-        (tmp_path / "csrc" / "k.cpp").write_text(f"// a kernel\n{line}\n")
-        assert first_cann_use(tmp_path) == f"csrc/k.cpp:2: {line}"
-    # Its tests and build trees are not its sources.
-    (tmp_path / "csrc" / "k.cpp").write_text("int f();\n")
-    for folder in ("tests", "build"):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "t.py").write_text("acl.api().aclrtMalloc\n")
-    assert first_cann_use(tmp_path) == ""
+    for name, text in {
+        "a/tests/test_graphs.py": "def test_capture(): ...\n",
+        "a/tests/test_plain.py": "def test_add(): ...\n",
+        "a/tests/test_version.py": "os.environ['NPU_SIM_CANN_VERSION'] = '8.0.0'\n",
+        "b/tests/conftest.py": "import torch\n",
+        "b/tests/test_x.py": "def test_x(): ...\n",
+        "c/tests/sim/_lib.py": "lib.aclsysGetCANNVersion\n",
+        "c/tests/sim/test_y.py": "def test_y(): ...\n",
+        "c/tests/test_z.py": "def test_z(): ...\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    dirs = ["a/tests", "b/tests", "c/tests"]
+    log = tmp_path / "reach.log"
+    log.write_text("a/tests/test_graphs.py::test_capture[float]\tmodel_capture\n"
+                   "b/tests\tvirtual_memory\n"
+                   "b/tests/test_x.py::test_x\tcann_version\n")
+    # Logged files and folders, and sources that ask themselves (a helper's
+    # whole folder); a folder chosen whole covers its files.
+    assert cann_row_tests(log, dirs, tmp_path) == [
+        "a/tests/test_graphs.py", "a/tests/test_version.py", "b/tests", "c/tests/sim"]
+    # Nothing logged: only the sources that ask.
+    log.write_text("")
+    assert cann_row_tests(log, dirs, tmp_path) == ["a/tests/test_version.py", "c/tests/sim"]
+    # A question outside any node (no tag): everything.
+    log.write_text("\tcann_version\n")
+    assert cann_row_tests(log, dirs, tmp_path) == dirs
 
 
 def test_ci_runs_one_cann_release_per_feature_set():

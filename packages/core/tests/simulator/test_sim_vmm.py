@@ -160,3 +160,25 @@ def test_virtual_memory_is_gated_by_the_emulated_cann_version(runner):
                                ("8.0.0.1", True), ("8.5.0", True)):
         codes = runner.ok(script, NPU_SIM_CANN_VERSION=version).stdout.splitlines()[0]
         assert (codes == "[0, 0, 0]") == supported, version
+
+
+def test_feature_questions_are_logged_per_tag(runner, tmp_path):
+    # Note [Which tests reach CANN's features]: one line per tag and feature
+    # asked, whether the release has the feature or not; tags change at run time.
+    log = tmp_path / "reach.log"
+    script = """
+        sim.set_device(0)
+        p = ctypes.c_void_p()
+        for tag in ("t.py::a", "t.py::a", "t.py::b"):
+            os.environ["NPU_SIM_CANN_REACH_TAG"] = tag
+            print(lib.aclrtReserveMemAddress(ctypes.byref(p), 2 * MiB, 0, None, 0))
+            lib.aclrtReleaseMemAddress(p)
+    """
+    for version in ("9.0.0", "7.0.0"):
+        log.unlink(missing_ok=True)
+        runner.ok(script, NPU_SIM_CANN_VERSION=version, NPU_SIM_CANN_REACH_LOG=str(log))
+        assert log.read_text() == "t.py::a\tvirtual_memory\nt.py::b\tvirtual_memory\n"
+    # Empty (as unset) logs nothing.
+    log.unlink()
+    runner.ok(script, NPU_SIM_CANN_REACH_LOG="")
+    assert not log.exists()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Optional
 
@@ -16,9 +17,34 @@ from .._cann_features import (
 __all__ = ["get_cann_version", "is_cann_feature_available", "require_cann_feature"]
 
 
-def _backend() -> tuple[str, str]:
+def _backend_info() -> tuple[str, str]:
     info = _C._backend_info()
     return str(info["cann_version"]), str(info["backend"])
+
+
+_reach_written: set[str] = set()
+
+
+def _note_cann_question() -> None:
+    """Log that the running test asks which CANN is in use.
+
+    Asking is what makes code behave differently at another CANN release, so
+    it is logged as the simulator logs the features asked for (Note [Which
+    tests reach CANN's features], compat/cann_reach.py)."""
+    log = os.environ.get("NPU_SIM_CANN_REACH_LOG")
+    if not log:
+        return
+    line = f"{os.environ.get('NPU_SIM_CANN_REACH_TAG', '')}\tcann_version\n"
+    if line not in _reach_written:
+        _reach_written.add(line)
+        with open(log, "a") as f:
+            f.write(line)
+
+
+def _backend() -> tuple[str, str]:
+    """The CANN version and backend, asked on the user's behalf."""
+    _note_cann_question()
+    return _backend_info()
 
 
 def get_cann_version(module: str = "CANN") -> str:
@@ -50,8 +76,10 @@ def require_cann_feature(name: str, purpose: Optional[str] = None) -> None:
 
 
 def _warn_if_unsupported() -> None:
-    """Called once at device initialisation."""
-    version, backend = _backend()
+    """Called once at device initialisation, in every process. Not logged as
+    a question about CANN: it warns only below the oldest supported release,
+    and every row of the matrix is a supported release."""
+    version, backend = _backend_info()
     message = unsupported_cann_message(version, backend)
     if message is not None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)

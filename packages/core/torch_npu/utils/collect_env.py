@@ -111,6 +111,7 @@ def _build_info() -> Dict[str, Any]:
 
 def _backend() -> Dict[str, Any]:
     c = _import("torch_npu._C")
+    _import("torch_npu.npu._cann")._note_cann_question()
     info = dict(c._backend_info())
     return {key: info.get(key) for key in ("backend", "library", "cann_version", "description")}
 
