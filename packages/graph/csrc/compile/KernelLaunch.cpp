@@ -27,12 +27,36 @@
 // with torch's for the CPUs. Built without OpenMP (torch ships no libgomp),
 // at::parallel_for runs the blocks one after another, and
 // RUNS_BLOCKS_IN_PARALLEL tells Python not to split kernels at all.
+//
+// Note [Armed launchers of MLIR kernels]
+// The wrapper code calls a kernel once per fused group per step, and the
+// host time of that call adds to every step: the general path (Python
+// works out the geometry, picks the variant, makes inputs contiguous, then
+// launch_kernel converts a tensor list and builds descriptors from
+// heap-allocated vectors) cost several times an eager op's launch, and
+// made compiled training steps slower than eager ones. So once a kernel
+// ran through that path as one call on contiguous tensors, its Launcher is
+// armed with that variant: the function, each tensor's dtype, sizes and
+// strides, the size symbols and torch's thread count. A later call whose
+// arguments match all of them exactly (which every call of a static-shape
+// graph does) is launched by Launcher::launch in one crossing from Python:
+// the descriptors' sizes and strides are packed once, at arming, and the
+// work item (recycled memory, NPUWork.h) carries only the tensors' device
+// addresses. Anything else (another geometry, a non-contiguous tensor, a
+// split kernel) returns false and takes the general path, which re-arms.
+// With no stream given, the kernel runs on the device's current stream,
+// which is what the wrapper code's stream lookup returned.
 #include <ATen/Parallel.h>
+#include <c10/util/SmallVector.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -90,6 +114,10 @@ constexpr std::array<Caller, sizeof...(N)> make_callers(std::index_sequence<N...
 }
 
 constexpr auto kCallers = make_callers(std::make_index_sequence<kMaxArgs + 1>{});
+
+// Launches run as blocks of rows, by either path (kernel_stats()'s
+// "split_launches").
+std::atomic<int64_t> split_launch_count{0};
 
 // Work names must outlive the work items (NPUWork.h wants static storage):
 // kernel names are few, so they are interned for the process's lifetime.
@@ -151,12 +179,22 @@ struct KernelWork {
   }
 };
 
+// The stream a kernel runs on: the one the wrapper code names, or else the
+// device's current stream.
+c10_npu::NPUStream kernel_stream(std::optional<int64_t> stream_id, c10::DeviceIndex device_index) {
+  if (!stream_id.has_value()) {
+    return c10_npu::getCurrentNPUStream(device_index);
+  }
+  return c10_npu::NPUStream::unpack3(
+      static_cast<c10::StreamId>(*stream_id), device_index, c10::DeviceType::PrivateUse1);
+}
+
 void launch_kernel(
     const std::string& name,
     uintptr_t fn,
     const std::vector<at::Tensor>& tensors,
     size_t num_inputs,
-    int64_t stream_id,
+    std::optional<int64_t> stream_id,
     c10::DeviceIndex device_index,
     const std::vector<std::tuple<uintptr_t, int64_t, int64_t>>& blocks,
     const std::vector<int64_t>& split) {
@@ -199,8 +237,7 @@ void launch_kernel(
     }
     work.descriptors.push_back(std::move(d));
   }
-  const auto stream = c10_npu::NPUStream::unpack3(
-      static_cast<c10::StreamId>(stream_id), device_index, c10::DeviceType::PrivateUse1);
+  const auto stream = kernel_stream(stream_id, device_index);
   // Note [Stream race detection]: the kernel reads its inputs and writes its
   // outputs (the tensors after the first num_inputs).
   c10_npu::WorkAccessScope accesses;
@@ -210,7 +247,203 @@ void launch_kernel(
     }
   }
   c10_npu::launch_host_work(stream, intern_name(name), std::move(work));
+  if (!blocks.empty()) {
+    ++split_launch_count;
+  }
 }
+
+// What an armed Launcher launches (Note [Armed launchers of MLIR kernels]):
+// immutable once built, shared by the work items launched with it.
+struct ArmedVariant {
+  // One block covering every row when the kernel is not split (rows 0:
+  // the packed sizes stand).
+  std::vector<Block> blocks;
+  bool split = false;
+  // Per tensor, for a split kernel: rows (dimension 0) per outer row and
+  // the bytes they take; 0 for a tensor passed whole.
+  std::vector<int64_t> rows_per_outer_row;
+  std::vector<int64_t> row_bytes;
+  c10::DeviceIndex device_index = 0;
+  int num_threads = 0;
+  std::vector<c10::ScalarType> dtypes;
+  std::vector<std::vector<int64_t>> sizes;
+  std::vector<std::vector<int64_t>> strides;
+  std::vector<int64_t> symbols;
+  // The tensors' memref descriptors back to back, their addresses left 0,
+  // and where each starts.
+  std::vector<int64_t> memrefs;
+  std::vector<size_t> memref_starts;
+};
+
+// The work item of an armed launch: the variant and the device addresses.
+struct ArmedKernelWork {
+  std::shared_ptr<const ArmedVariant> variant;
+  std::array<int64_t, kMaxArgs> addresses;
+  c10_npu::LaunchSite site; // none: the wrapper code's line is not known here
+
+  // Calls block `b`'s function on its rows, as KernelWork::run_block does.
+  void run_block(const Block& b, intptr_t offset) const {
+    const auto& v = *variant;
+    c10::SmallVector<int64_t, 256> memrefs(v.memrefs.begin(), v.memrefs.end());
+    std::array<void*, kMaxArgs> args{};
+    for (size_t i = 0; i < v.memref_starts.size(); ++i) {
+      int64_t* m = memrefs.data() + v.memref_starts[i];
+      const int64_t host = addresses[i] == 0 ? 0 : addresses[i] + offset + b.first_row * v.row_bytes[i];
+      m[0] = host; // allocated
+      m[1] = host; // aligned
+      if (v.row_bytes[i] != 0) {
+        m[3] = b.rows * v.rows_per_outer_row[i]; // sizes[0]
+      }
+      args[i] = m;
+    }
+    kCallers[v.memref_starts.size()](reinterpret_cast<void*>(b.fn), args.data());
+  }
+
+  void operator()() const {
+    const intptr_t offset = c10_npu::host_access_offset();
+    const auto& blocks = variant->blocks;
+    if (blocks.size() == 1) {
+      run_block(blocks[0], offset);
+      return;
+    }
+    // As KernelWork::run_blocks_parallel.
+    at::parallel_for(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        run_block(blocks[i], offset);
+      }
+    });
+  }
+};
+
+// A kernel's launch fast path (Note [Armed launchers of MLIR kernels]).
+class Launcher {
+ public:
+  Launcher(std::string name, size_t num_inputs) : name_(intern_name(name)), num_inputs_(num_inputs) {}
+
+  // Arms the launcher with `fn` compiled for these tensors (inputs, then
+  // outputs), size symbols and thread count; or, for a split kernel, with
+  // its `blocks` and each tensor's rows per outer row (`split`), as
+  // launch_kernel takes them.
+  void arm(
+      uintptr_t fn,
+      const std::vector<at::Tensor>& tensors,
+      std::vector<int64_t> symbols,
+      int num_threads,
+      const std::vector<std::tuple<uintptr_t, int64_t, int64_t>>& blocks,
+      const std::vector<int64_t>& split) {
+    TORCH_CHECK(fn != 0 || !blocks.empty(), "Launcher.arm: kernel ", name_, " has no function address");
+    TORCH_CHECK(
+        !tensors.empty() && tensors.size() <= kMaxArgs, "Launcher.arm: kernel ", name_, " takes ",
+        tensors.size(), " tensors; 1 to ", kMaxArgs, " are supported");
+    TORCH_CHECK(
+        blocks.empty() || split.size() == tensors.size(), "Launcher.arm: kernel ", name_,
+        " is split in blocks but gives the rows per outer row of ", split.size(), " of its ", tensors.size(),
+        " tensors");
+    auto v = std::make_shared<ArmedVariant>();
+    v->split = !blocks.empty();
+    if (blocks.empty()) {
+      v->blocks.push_back(Block{fn, 0, 0});
+    }
+    for (const auto& [block_fn, first_row, rows] : blocks) {
+      TORCH_CHECK(block_fn != 0, "Launcher.arm: a block of kernel ", name_, " has no function address");
+      v->blocks.push_back(Block{block_fn, first_row, rows});
+    }
+    v->device_index = tensors.back().device().index();
+    v->num_threads = num_threads;
+    v->symbols = std::move(symbols);
+    for (const auto& t : tensors) {
+      TORCH_CHECK(
+          t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == v->device_index,
+          "Launcher.arm: kernel ", name_, " got a tensor on ", t.device(), ", expected npu:", v->device_index);
+      const int64_t rows_per_outer_row = blocks.empty() ? 0 : split[v->dtypes.size()];
+      TORCH_CHECK(
+          rows_per_outer_row == 0 || (t.dim() >= 1 && t.is_contiguous()), "Launcher.arm: split tensor ",
+          v->dtypes.size(), " of kernel ", name_, " must be contiguous with a row dimension");
+      v->rows_per_outer_row.push_back(rows_per_outer_row);
+      v->row_bytes.push_back(
+          rows_per_outer_row == 0 ? 0 : rows_per_outer_row * t.stride(0) * static_cast<int64_t>(t.element_size()));
+      v->dtypes.push_back(t.scalar_type());
+      v->sizes.emplace_back(t.sizes().begin(), t.sizes().end());
+      v->strides.emplace_back(t.strides().begin(), t.strides().end());
+      v->memref_starts.push_back(v->memrefs.size());
+      v->memrefs.insert(v->memrefs.end(), {0, 0, 0});
+      v->memrefs.insert(v->memrefs.end(), t.sizes().begin(), t.sizes().end());
+      v->memrefs.insert(v->memrefs.end(), t.strides().begin(), t.strides().end());
+    }
+    variant_ = std::move(v);
+  }
+
+  void disarm() {
+    variant_.reset();
+  }
+
+  bool armed() const {
+    return variant_ != nullptr;
+  }
+
+  // Launches the armed variant if `args` (tensors, then size symbols) match
+  // it exactly; returns whether it did.
+  bool launch(const py::tuple& args, std::optional<int64_t> stream_id) const {
+    if (!variant_) {
+      return false;
+    }
+    const ArmedVariant& v = *variant_;
+    const size_t num_tensors = v.dtypes.size();
+    if (static_cast<size_t>(PyTuple_GET_SIZE(args.ptr())) != num_tensors + v.symbols.size()) {
+      return false;
+    }
+    std::array<const at::Tensor*, kMaxArgs> tensors{};
+    std::array<int64_t, kMaxArgs> addresses{};
+    for (size_t i = 0; i < num_tensors; ++i) {
+      PyObject* obj = PyTuple_GET_ITEM(args.ptr(), i);
+      if (!THPVariable_Check(obj)) {
+        return false;
+      }
+      const at::Tensor& t = THPVariable_Unpack(obj);
+      if (t.scalar_type() != v.dtypes[i] || t.device().type() != c10::DeviceType::PrivateUse1 ||
+          t.device().index() != v.device_index || t.sizes() != c10::IntArrayRef(v.sizes[i]) ||
+          t.strides() != c10::IntArrayRef(v.strides[i])) {
+        return false;
+      }
+      tensors[i] = &t;
+      addresses[i] = reinterpret_cast<int64_t>(t.data_ptr());
+    }
+    for (size_t i = 0; i < v.symbols.size(); ++i) {
+      PyObject* obj = PyTuple_GET_ITEM(args.ptr(), num_tensors + i);
+      if (!PyLong_CheckExact(obj)) {
+        return false;
+      }
+      int overflow = 0;
+      const long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+      if (overflow != 0 || value != v.symbols[i]) {
+        return false;
+      }
+    }
+    // The variant was chosen for this many threads (a split depends on it).
+    if (at::get_num_threads() != v.num_threads) {
+      return false;
+    }
+    const auto stream = kernel_stream(stream_id, v.device_index);
+    // Note [Stream race detection], as launch_kernel declares them.
+    c10_npu::WorkAccessScope accesses;
+    if (C10_UNLIKELY(accesses.active())) {
+      for (size_t i = 0; i < num_tensors; ++i) {
+        accesses.add(*tensors[i], i >= num_inputs_);
+      }
+    }
+    c10_npu::launch_recycled_work<ArmedKernelWork>(
+        stream, name_, c10_npu::WorkFlags::None, variant_, addresses, c10_npu::LaunchSite{});
+    if (v.split) {
+      ++split_launch_count;
+    }
+    return true;
+  }
+
+ private:
+  const char* name_;
+  size_t num_inputs_;
+  std::shared_ptr<const ArmedVariant> variant_;
+};
 
 } // namespace
 
@@ -229,5 +462,24 @@ PYBIND11_MODULE(_launch, m) {
         "Launches kernel `fn` on `tensors` (inputs, then outputs) as device work on the stream; "
         "with `blocks` ((fn, first row, rows) each), as one call per block of rows; `split` gives "
         "each tensor's rows per outer row, 0 for a tensor passed whole (Note [Outer-dimension "
-        "split of MLIR kernels]).");
+        "split of MLIR kernels]). A `stream_id` of None is the device's current stream.");
+  m.def(
+      "split_launches", [] { return split_launch_count.load(); },
+      "Launches run as blocks of rows in this process (Note [Outer-dimension split of MLIR kernels]).");
+  py::class_<Launcher>(
+      m, "Launcher",
+      "A kernel's launch fast path: armed with one compiled variant, launches calls whose tensors and "
+      "size symbols match it exactly (Note [Armed launchers of MLIR kernels]).")
+      .def(py::init<std::string, size_t>(), py::arg("name"), py::arg("num_inputs"))
+      .def("arm", &Launcher::arm, py::arg("fn"), py::arg("tensors"), py::arg("symbols"), py::arg("num_threads"),
+           py::arg("blocks") = std::vector<std::tuple<uintptr_t, int64_t, int64_t>>{},
+           py::arg("split") = std::vector<int64_t>{},
+           "Arms the launcher with function `fn` compiled for `tensors` (inputs, then outputs; their dtypes, "
+           "sizes and strides), the size symbols and torch's thread count; `blocks` and `split` as "
+           "launch_kernel takes them.")
+      .def("disarm", &Launcher::disarm, "Forgets the armed variant.")
+      .def_property_readonly("armed", &Launcher::armed)
+      .def("launch", &Launcher::launch, py::arg("args"), py::arg("stream_id") = py::none(),
+           "Launches the armed variant on `args` (tensors, then size symbols) on the stream (None: the "
+           "current one) if they match it exactly; returns whether it did. Must be called with the GIL.");
 }

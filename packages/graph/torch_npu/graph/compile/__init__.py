@@ -52,8 +52,10 @@ def kernel_stats() -> dict[str, float]:
     """Counts of kernels compiled, loaded from the disk cache and rebuilt
     (corrupt entries) in this process, and the seconds spent; and of
     launches run as blocks of rows on several threads (Note [Outer-dimension
-    split of MLIR kernels])."""
-    return dict(_mlir.stats)
+    split of MLIR kernels]), counted by the launcher: "split_launches"."""
+    from . import _launch
+
+    return {**_mlir.stats, "split_launches": _launch.split_launches()}
 
 
 def _add_config_option() -> None:

@@ -1,5 +1,5 @@
 """Inductor's Python wrapper code for npu: calls MLIR kernels on the current
-npu stream, e.g. ``mlir_fused_mul_0.run(arg0_1, arg1_1, buf0, stream=stream0)``."""
+npu stream, e.g. ``mlir_fused_mul_0.run(arg0_1, arg1_1, buf0)``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from torch._inductor.virtualized import V
 
 
 class NPUWrapperCodegen(PythonWrapperCodegen):
-    """The stock Python wrapper, with npu kernels called like GPU kernels
-    (arguments, then the raw stream)."""
+    """The stock Python wrapper, with npu kernels called with their arguments
+    only: they run on the current stream (Note [npu kernels find their
+    stream])."""
 
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: PythonWrapperCodegen | None,
@@ -58,10 +59,19 @@ class NPUWrapperCodegen(PythonWrapperCodegen):
         # as extern kernels]), for wrapper code loaded from Inductor's cache.
         self.header.writeline("import torch_npu.graph.compile._extern_scatters")
 
+    # Note [npu kernels find their stream]
+    # GPU wrapper code looks the current stream up in Python before each
+    # kernel (``raw_stream0 = get_raw_stream(0)``; once per device guard,
+    # which npu code does not enter, so once per kernel here) and passes it
+    # in. An npu kernel's launcher looks it up itself, in C++, when it
+    # launches (KernelLaunch.cpp): the same stream (the current one where
+    # the call is, inside any ``with stream:`` block, Note [Stream contexts
+    # in npu wrapper code]) without a Python call per kernel. MLIRKernel.run
+    # still takes ``stream=`` for wrapper code cached by earlier versions.
     def _generate_kernel_call_helper(self, kernel_name: str, call_args: Any, *, device: Any = None,
                                      triton: bool = True, graph_name: str = "", **kwargs: Any) -> None:
         if device is None or device.type != "npu":
             return super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton,
                                                         graph_name=graph_name, **kwargs)
-        stream = PythonWrapperCodegen.write_get_raw_stream(self, device.index, graph_name)
-        self.writeline(f"{kernel_name}.run({', '.join(str(a) for a in call_args)}, stream={stream})")
+        self.writeline(f"{kernel_name}.run({', '.join(str(a) for a in call_args)})")
+

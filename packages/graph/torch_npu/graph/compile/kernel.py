@@ -47,6 +47,14 @@ class SplitKernel:
     split_inputs: list[int]
 
 
+def _block_arguments(kernel: SplitKernel, num_outputs: int) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """A split kernel's blocks and rows per outer row of each tensor, as the
+    launcher takes them: (function, first row, rows) per block; outputs are
+    split one row per outer row."""
+    blocks = [(compiled.address, first, rows) for first, rows, compiled in kernel.blocks]
+    return blocks, [*kernel.split_inputs, *([1] * num_outputs)]
+
+
 def _zeros(shapes: list[Any], dtypes: list[torch.dtype]) -> list[torch.Tensor]:
     return [torch.zeros(shape, dtype=_boundary_dtype(dtype)) for shape, dtype in zip(shapes, dtypes)]
 
@@ -135,13 +143,26 @@ class MLIRKernel:
         self.backend = _backend()
         # geometry -> CompiledKernel, or None for "runs eagerly".
         self._variants: dict[tuple[Any, ...], Any] = {}
+        # The launch fast path, once a variant ran (Note [Armed launchers of
+        # MLIR kernels], KernelLaunch.cpp).
+        self._launcher: Any = None
 
     def __repr__(self) -> str:
         return f"MLIRKernel({self.name})"
 
-    def run(self, *args: Any, stream: int) -> None:
+    def run(self, *args: Any, stream: int | None = None) -> None:
         """Computes the outputs (``args[num_inputs:num_inputs + num_outputs]``,
-        written in place) from the inputs on ``stream``."""
+        written in place) from the inputs on ``stream`` (a raw stream id, as
+        wrapper code from older versions passes it; None: the current stream
+        of the outputs' device)."""
+        # The armed variant, launched in one call to C++ (Note [Armed
+        # launchers of MLIR kernels], KernelLaunch.cpp).
+        launcher = self._launcher
+        if launcher is not None and launcher.launch(args, stream):
+            return
+        self._run_general(args, stream)
+
+    def _run_general(self, args: tuple[Any, ...], stream: int | None) -> None:
         inputs = args[: self.num_inputs]
         outputs = args[self.num_inputs : self.num_inputs + self.num_outputs]
         symbols = [int(s) for s in args[self.num_inputs + self.num_outputs :]]
@@ -152,15 +173,35 @@ class MLIRKernel:
         )
         # The split depends on the threads torch may use (Note [Outer-dimension
         # split of MLIR kernels]).
-        geometry_and_threads = (geometry, torch.get_num_threads())
-        variant = self._variants.get(geometry_and_threads, False)
+        threads = torch.get_num_threads()
+        variant = self._variants.get((geometry, threads), False)
         if variant is False:
             variant = self._compile(geometry, inputs, outputs, symbols)
-            self._variants[geometry_and_threads] = variant
+            self._variants[(geometry, threads)] = variant
         if variant is None:
             self._run_eager(inputs, outputs, symbols)
+            return
+        self._launch(variant, inputs, outputs, stream)
+        self._arm(variant, inputs, outputs, symbols, threads)
+
+    def _arm(self, variant: Any, inputs: Any, outputs: Any, symbols: list[int], threads: int) -> None:
+        """Arms the launcher with ``variant`` where it can launch it as it is
+        (Note [Armed launchers of MLIR kernels]): contiguous tensors, outputs
+        with elements."""
+        from . import _launch
+
+        tensors = [*inputs, *outputs]
+        if not outputs or any(t.numel() == 0 for t in outputs) or not all(t.is_contiguous() for t in tensors):
+            if self._launcher is not None:
+                self._launcher.disarm()
+            return
+        if self._launcher is None:
+            self._launcher = _launch.Launcher(self.name, self.num_inputs)
+        if isinstance(variant, SplitKernel):
+            blocks, split = _block_arguments(variant, len(outputs))
+            self._launcher.arm(0, tensors, symbols, threads, blocks, split)
         else:
-            self._launch(variant, inputs, outputs, stream)
+            self._launcher.arm(variant.address, tensors, symbols, threads)
 
     def _compile(self, geometry: Any, inputs: Any, outputs: Any, symbols: list[int]) -> Any:
         if self.backend == "eager" or _has_no_elements(self.source, inputs, outputs):
@@ -243,7 +284,7 @@ class MLIRKernel:
                     f"{tuple(want.shape)} {want.dtype}; please report this")
         return compiled
 
-    def _launch(self, compiled: Any, inputs: Any, outputs: Any, stream: int) -> None:
+    def _launch(self, compiled: Any, inputs: Any, outputs: Any, stream: int | None) -> None:
         from . import _launch
 
         # Bools as bytes (Note [Bool tensors cross the kernel boundary as bytes]).
@@ -260,10 +301,8 @@ class MLIRKernel:
             return
         device_index = outputs[0].device.index if outputs else 0
         if isinstance(compiled, SplitKernel):
-            blocks = [(kernel.address, first, rows) for first, rows, kernel in compiled.blocks]
-            split = [*compiled.split_inputs, *([1] * len(outputs))]
+            blocks, split = _block_arguments(compiled, len(outputs))
             _launch.launch_kernel(self.name, 0, args, len(inputs), stream, device_index, blocks, split)
-            _mlir.stats["split_launches"] += 1
         else:
             _launch.launch_kernel(self.name, compiled.address, args, len(inputs), stream, device_index)
         for out, tmp in staged:
