@@ -10,6 +10,11 @@
 #include "util.h"
 
 #if defined(__x86_64__)
+// GCC 12 warns inside its own AVX-512 intrinsics, whose unmasked forms
+// pass an undefined vector (_mm512_undefined_*) as the masked-off source.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 
@@ -48,22 +53,62 @@ namespace {
 #if defined(__x86_64__)
 constexpr size_t kStreamGroup = kStreams * kStreamPage;
 
-// The lane-wise operations, as (accumulated, next input): each gives the
-// bits the scalar reduction (collective_reduce.cpp) gives for every lane.
-// Integer sums and products wrap there as here. std::max(x, y) is
-// `x < y ? y : x` and vmaxps(a, b) is `a > b ? a : b`: so max(x, y) is
-// vmaxps(y, x), which returns x for a NaN on either side as std::max does,
-// and x for zeros of either sign; likewise for min.
+// The lane-wise operations, as (accumulated x, next input y): each gives
+// the bits the scalar reduction (collective_reduce.cpp) gives for every
+// lane. Integer sums and products wrap there as here. Where both x and y
+// are NaNs, x86 returns the NaN of an instruction's first source, and GCC
+// compiles the scalar x + y and x * y with y first: so y is first here
+// too, pinned in assembly (a test compares the bits of both paths on
+// random bits, NaNs included, and would see the compiler change that).
+// std::max(x, y) is `x < y ? y : x` and vmaxps(a, b) is `a > b ? a : b`:
+// so max(x, y) is vmaxps(y, x), which returns x for a NaN on either side as
+// std::max does, and x for zeros of either sign; likewise for min.
 #define NPU_SIM_AVX512 __attribute__((target("avx512f"), always_inline)) static inline
+
+// `a (op) b` with `a` as the instruction's first source, whose NaN it
+// returns when both are NaNs. Written out because the compiler takes
+// vaddps and vmulps for commutative and swaps their intrinsics' operands.
+struct Vaddps {
+  NPU_SIM_AVX512 __m512i run(__m512i a, __m512i b) {
+    __m512i r;
+    asm("vaddps %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
+    return r;
+  }
+};
+struct Vmulps {
+  NPU_SIM_AVX512 __m512i run(__m512i a, __m512i b) {
+    __m512i r;
+    asm("vmulps %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
+    return r;
+  }
+};
+struct Vaddpd {
+  NPU_SIM_AVX512 __m512i run(__m512i a, __m512i b) {
+    __m512i r;
+    asm("vaddpd %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
+    return r;
+  }
+};
+struct Vmulpd {
+  NPU_SIM_AVX512 __m512i run(__m512i a, __m512i b) {
+    __m512i r;
+    asm("vmulpd %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
+    return r;
+  }
+};
+template <typename Instruction>
+NPU_SIM_AVX512 __m512i firstSource(__m512i a, __m512i b) {
+  return Instruction::run(a, b);
+}
 
 struct SumF32 {
   NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(y)));
+    return firstSource<Vaddps>(y, x);
   }
 };
 struct ProdF32 {
   NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(y)));
+    return firstSource<Vmulps>(y, x);
   }
 };
 struct MaxF32 {
@@ -78,12 +123,12 @@ struct MinF32 {
 };
 struct SumF64 {
   NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return _mm512_castpd_si512(_mm512_add_pd(_mm512_castsi512_pd(x), _mm512_castsi512_pd(y)));
+    return firstSource<Vaddpd>(y, x);
   }
 };
 struct ProdF64 {
   NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return _mm512_castpd_si512(_mm512_mul_pd(_mm512_castsi512_pd(x), _mm512_castsi512_pd(y)));
+    return firstSource<Vmulpd>(y, x);
   }
 };
 struct MaxF64 {
