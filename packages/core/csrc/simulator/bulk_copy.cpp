@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "config.h"
+#include "util.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -30,7 +31,9 @@ namespace npu_sim {
 // kBypassCacheBytes copies into it with these stores (all-gather,
 // all-to-all, broadcast, an all-reduce's gather phase). A reduction's
 // chunks stay plain stores from the accumulator: with these stores a 256
-// MiB reduce-scatter took 5% more CPU time, not less. They change no
+// MiB reduce-scatter took 5% more CPU time, not less (a large
+// reduce-scatter combines in one pass instead: Note [Bulk reductions
+// bypass the cache], bulk_reduce.cpp). They change no
 // byte: the results stay those of the staging path.
 //
 // How the stores go matters as much. Copying one line after the other with
@@ -53,11 +56,7 @@ namespace npu_sim {
 namespace {
 
 #if defined(__x86_64__)
-constexpr size_t kLine = 64;
-// How many pages of the source (and of the destination) a copy streams at
-// once, and how many bytes that is (Note [Bulk copies bypass the cache]).
-constexpr size_t kStreamPage = 4096;
-constexpr size_t kStreams = 4;
+constexpr size_t kLine = kCacheLine;
 constexpr size_t kStreamGroup = kStreams * kStreamPage;
 
 // Copies `lines` whole lines from `s` to the line-aligned `d`, the 64
@@ -103,10 +102,14 @@ void streamGroupsSse2(char* d, const char* s, size_t groups) {
   }
 }
 
-// Whether copies may use AVX-512: the CPU and the kernel support it
-// (libgcc's and compiler-rt's checks include the kernel's saving of its
-// registers) and ATEN_CPU_CAPABILITY does not cap the vector width.
+#endif
+
+} // namespace
+
+#if defined(__x86_64__)
 bool useAvx512() {
+  // libgcc's and compiler-rt's checks include the kernel's saving of the
+  // registers.
   static const bool use = [] {
     __builtin_cpu_init(); // idempotent; needed if this ran before libgcc's constructor
     return config().wide_vectors && __builtin_cpu_supports("avx512f");
@@ -114,8 +117,6 @@ bool useAvx512() {
   return use;
 }
 #endif
-
-} // namespace
 
 void copyBypassingCache(void* dst, const void* src, size_t bytes) {
 #if defined(__x86_64__)

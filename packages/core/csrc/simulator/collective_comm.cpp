@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "bulk_copy.h"
+#include "bulk_reduce.h"
 #include "collective_reduce.h"
 #include "config.h"
 #include "device.h"
@@ -1253,10 +1254,23 @@ HcclResult Communicator::readFrom(uint32_t r, uintptr_t remote, void* local, siz
 
 HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* out,
                                     size_t count, HcclDataType type, HcclReduceOp op,
-                                    std::string* why) {
+                                    std::string* why, bool bypass_cache) {
   const size_t esize = hcclElementSize(type);
   const char* own = reinterpret_cast<const char*>(inputs[rank_]);
   const size_t bytes = count * esize;
+  if (bypass_cache && size_ > 1 && (out == own || !overlap(out, bytes, own, bytes))) {
+    // Note [Bulk reductions bypass the cache] (bulk_reduce.cpp): one pass
+    // over every input where it is, when all are mapped here.
+    std::vector<const char*> views(size_);
+    bool mapped = true;
+    for (uint32_t r = 0; r < size_ && mapped; ++r) {
+      views[r] = r == rank_ ? own : peerView(r, inputs[r], bytes);
+      mapped = views[r] != nullptr;
+    }
+    if (mapped && reduceBypassingCache(out, views.data(), size_, count, type, op)) {
+      return HCCL_SUCCESS;
+    }
+  }
   // The output accumulates in place unless it overlaps this rank's input,
   // which the partial sums would then overwrite before it is combined.
   // Exactly in place, that happens only after the step that reads it: rank
@@ -1267,8 +1281,9 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
   // 256 MiB all-reduce going through the accumulator, and rank 0 waited
   // for it at the next meeting.
   const bool in_place = out == own && rank_ <= 1;
-  // The output is written with plain stores, also when it is large (Note
-  // [Bulk copies bypass the cache], bulk_copy.cpp, measured no gain here).
+  // Below, the output is written with plain stores, also when it is large
+  // (Note [Bulk copies bypass the cache], bulk_copy.cpp, measured no gain
+  // here); the one pass above is what gains.
   const bool in_output = in_place || !(out < own + bytes && own < out + bytes);
   const size_t chunk = kReduceChunkBytes / esize;
   scratch_.resize(2 * kReduceChunkBytes);
@@ -1572,7 +1587,9 @@ HcclResult Communicator::reduceScatter(const void* send, void* recv, size_t recv
     for (uint32_t r = 0; r < size_; ++r) {
       inputs[r] = peerSend(r) + rank_ * bytes;
     }
-    if (HcclResult e = reduceFrom(inputs, out, recvCount, type, op, why); e != HCCL_SUCCESS) {
+    if (HcclResult e = reduceFrom(inputs, out, recvCount, type, op, why,
+                                  bytes >= kBypassCacheBytes);
+        e != HCCL_SUCCESS) {
       return e;
     }
     const HcclResult ended = endDirect(why);

@@ -287,8 +287,11 @@ class Communicator {
                       std::string* why, bool bypass_cache = false);
   // out[0, count) = inputs[0] (op) inputs[1] (op) ... in rank order, where
   // inputs[r] is an address in rank r's process (inputs[rank_] one here).
+  // `bypass_cache`: `out` is a large output (Note [Bulk reductions bypass
+  // the cache], bulk_reduce.cpp).
   HcclResult reduceFrom(const std::vector<uintptr_t>& inputs, char* out, size_t count,
-                        HcclDataType type, HcclReduceOp op, std::string* why);
+                        HcclDataType type, HcclReduceOp op, std::string* why,
+                        bool bypass_cache = false);
   HcclResult allReduceDirect(const char* send, char* recv, size_t count, HcclDataType type,
                              HcclReduceOp op, int64_t root, const CollectiveDescriptor& what,
                              std::string* why);

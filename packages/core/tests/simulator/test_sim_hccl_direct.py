@@ -195,6 +195,50 @@ def test_large_outputs_written_around_the_cache_hold_every_byte(runner, tmp_path
     assert all_ok(results) == ["[True, True, True, True, True, True]\n"] * 2
 
 
+# Reduce-scatters whose outputs are large enough to be written around the
+# cache (Note [Bulk reductions bypass the cache]), 3 ranks, on random bits
+# (NaNs with payloads, infinities, zeros of both signs, wrapping integers):
+# every type and op that pass covers and one it leaves to the usual
+# reduction, into an output 8 bytes past a line (a head and a tail of
+# elements, and lines after the last four pages), and in place (rank 0's
+# output is its input; the others' overlap what their peers read). Prints a
+# digest of every result.
+LARGE_REDUCE_SCATTERS = """
+import hashlib, random
+piece = (16 << 20) + 200  # bytes per rank: more than 16 MiB, not whole lines
+data = random.Random(rank).randbytes(world * piece)  # the same in every run
+send, recv = sim.malloc(world * piece), sim.malloc(piece + 64) + 8
+cases = [(HCCL_FP32, op) for op in (HCCL_SUM, HCCL_PROD, HCCL_MAX, HCCL_MIN)] + [
+    (HCCL_FP64, HCCL_SUM), (HCCL_FP64, HCCL_MAX), (HCCL_INT32, HCCL_PROD),
+    (HCCL_INT32, HCCL_MIN), (HCCL_UINT32, HCCL_MAX), (HCCL_INT64, HCCL_SUM),
+    (HCCL_INT64, HCCL_MAX), (HCCL_UINT64, HCCL_MIN), (HCCL_FP16, HCCL_SUM)]
+for dtype, op in cases:
+    size = 2 if dtype == HCCL_FP16 else 8 if dtype in (HCCL_FP64, HCCL_INT64, HCCL_UINT64) else 4
+    sim.h2d(send, data, sync=True)
+    ok(lib.HcclReduceScatter(send, recv, piece // size, dtype, op, comm, stream))
+    ok(lib.HcclReduceScatter(send, send, piece // size, dtype, op, comm, stream))
+    sim.sync()
+    print(dtype, op, hashlib.sha256(sim.d2h(recv, piece, sync=True).raw).hexdigest(),
+          hashlib.sha256(sim.d2h(send, piece, sync=True).raw).hexdigest())
+"""
+
+
+def test_large_reductions_around_the_cache_are_bitwise_those_of_the_staging_path(runner,
+                                                                                tmp_path):
+    results = {}
+    for name, env in [("mapped", {}), ("narrow", {"ATEN_CPU_CAPABILITY": "default"}),
+                      ("staging", {"NPU_SIM_HCCL_TRANSPORT": "staging"})]:
+        (tmp_path / name).mkdir()
+        results[name] = all_ok(run_ranks(runner, tmp_path / name, LARGE_REDUCE_SCATTERS,
+                                         world=3, timeout=240, NPU_SIM_DEVICE_HEAP="shared",
+                                         **env))
+    for rank in range(3):
+        lines = results["mapped"][rank].splitlines()
+        assert len(lines) == 13, lines
+        assert results["narrow"][rank] == results["staging"][rank] == results["mapped"][rank], (
+            f"rank {rank}")
+
+
 def test_joining_makes_a_private_heap_shared_keeping_its_allocations(runner, tmp_path):
     # Note [Device heap kind]: ranks no launcher describes allocate, write,
     # free and enqueue copies on their private heaps before they join; the
