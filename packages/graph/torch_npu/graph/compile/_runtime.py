@@ -13,9 +13,10 @@ loops before lowering (torch-mlir's refback-munge-memref-copy) gave wrong
 results in a cross-entropy kernel of a small Llama, so the copies stay
 ``memref.copy`` and the call goes to ``_memref_copy.c``, which implements the
 same ABI with an element-by-element strided copy. It is compiled once per
-kernel cache (file names carry the source's hash): a shared library the JIT
-of the ExecutionEngine resolves the symbol against, and an object file each
-kernel library links in, so that a cached kernel loads alone.
+kernel cache (in its ``runtime`` folder, apart from the kernels; file names
+carry the source's hash): a shared library the JIT of the ExecutionEngine
+resolves the symbol against, and an object file each kernel library links
+in, so that a cached kernel loads alone.
 """
 
 from __future__ import annotations
@@ -56,10 +57,13 @@ def compiler() -> str:
     return found
 
 
-def build(directory: str) -> Runtime:
-    """The runtime functions compiled into ``directory`` (built once; the
-    file names carry the source's hash, and files appear by rename, so
+def build(cache: str) -> Runtime:
+    """The runtime functions compiled into the ``runtime`` folder of the
+    kernel cache ``cache`` (apart from the kernels' libraries; built once:
+    the file names carry the source's hash, and files appear by rename, so
     concurrent processes never see half of one)."""
+    directory = os.path.join(cache, "runtime")
+    os.makedirs(directory, exist_ok=True)
     source = SOURCE.read_bytes()
     tag = hashlib.sha256(source).hexdigest()[:16]
     runtime = Runtime(os.path.join(directory, f"runtime-{tag}.so"), os.path.join(directory, f"runtime-{tag}.o"))
