@@ -168,6 +168,32 @@ def opinfo_full(session: nox.Session) -> None:
                     *[f"--version={k}={v}" for k, v in versions.items()], external=True)
 
 
+@nox.session(venv_backend="none")
+def compile_opinfo_full(session: nox.Session) -> None:
+    """The wide scan of torch.compile on npu against eager npu (every
+    eligible OpInfo in float32, float16, bfloat16 and int64, gradients in
+    float32; packages/graph/tests/test_compile_opinfo_full.py): too long for
+    CI, about 40 min on 2 cores. Arguments after ``--`` go to pytest (e.g.
+    ``-k float32``); the TORCH_NPU_COMPILE_OPINFO_* variables of the test
+    module choose dtypes, samples and shards. With COMPAT_RECORD=1 a passing
+    run is recorded in compat/runs.json."""
+    python_exe = str(_row_env(MATRIX.default.torch, MATRIX.default.python) / "bin" / "python")
+    session.run(str(ROOT / "dev"), "setup", external=True)
+    test = ROOT / "packages" / "graph" / "tests" / "test_compile_opinfo_full.py"
+    output = _run_streaming(session, [python_exe, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(test),
+                                      *session.posargs],
+                            {"NPU_SIM_CHECKER": "1", "TORCH_NPU_COMPILE_OPINFO_FULL": "1"})
+    if os.environ.get("COMPAT_RECORD") == "1":
+        versions = _torch_distributions(python_exe)
+        counts = [l.strip() for l in output.splitlines() if l.startswith("Compiled OpInfo scan:")]
+        session.run(sys.executable, "-m", "compat", "record-sweep", "--name", "compile_opinfo_full",
+                    "--torch", MATRIX.default.torch, "--python", MATRIX.default.python,
+                    "--command", f'nox -s "{session.name}"',
+                    "--summary", _pytest_summary(output) + (f"; {counts[-1]}" if counts else ""),
+                    "--date", datetime.date.today().isoformat(),
+                    *[f"--version={k}={v}" for k, v in versions.items()], external=True)
+
+
 def _conformance_summary(output: str) -> str:
     """pytest's summary line, with the sweep's own count of entries compared
     by value (conftest.py prints it) when there is one."""

@@ -66,6 +66,10 @@ SWEEPS = {
     "opinfo_full": "the whole OpInfo sweep (every sample of every CPU dtype of every OpInfo, "
                    "packages/ops/tests/test_opinfo_conformance.py with TORCH_NPU_OPINFO_FULL=1) "
                    "in the default row",
+    "compile_opinfo_full": "the wide scan of torch.compile on npu against eager npu (every eligible OpInfo "
+                           "in float32, float16, bfloat16 and int64, gradients in float32, 2 samples each, "
+                           "packages/graph/tests/test_compile_opinfo_full.py with "
+                           "TORCH_NPU_COMPILE_OPINFO_FULL=1) in the default row",
 }
 
 

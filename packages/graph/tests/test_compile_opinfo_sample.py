@@ -6,10 +6,11 @@ code (Note [Bool buffers of a kernel in bytes] was one) shows up here as a
 mismatch.
 
 Sampling: the ops with float32 CPU support, minus random, data-dependent
-and linear-algebra families (listed below), sorted by name; SAMPLE_SIZE of
-them drawn with random.Random(SEED). Each draw costs about one second of
+and linear-algebra families (_compile_opinfo.eligible_ops), sorted by
+name; SAMPLE_SIZE of them drawn with random.Random(SEED). Each draw costs about one second of
 MLIR compilation; ops whose compilation is known to fail are strict xfails
-naming why.
+naming why. test_compile_opinfo_full.py is the wide run: every eligible
+op, several dtypes, forward and gradients.
 """
 
 from __future__ import annotations
@@ -20,21 +21,12 @@ import warnings
 import pytest
 import torch
 import torch._dynamo
-from torch.testing._internal.common_methods_invocations import op_db
 
+from _compile_opinfo import eligible_ops, op_name
 from torch_npu.graph.compile import _mlir
 
 SEED = 0
 SAMPLE_SIZE = 40
-EXCLUDED_PREFIXES = (
-    "linalg", "fft", "sparse", "special.", "_", "empty", "rand", "normal", "bernoulli", "multinomial",
-    "cholesky", "svd", "lu", "qr", "eig", "ormqr", "geqrf", "pca", "triangular", "nonzero", "unique",
-    "masked_select", "histc", "bincount", "item", "tolist", "allclose", "equal", "combinations", "sort",
-    "argsort", "topk", "kthvalue", "median", "nanmedian", "mode", "put", "take", "resize", "new_",
-    "full_like", "ones_like", "zeros_like", "uniform", "cauchy", "exponential", "geometric", "log_normal",
-    "jiterator", "nn.functional.conv", "nn.functional.dropout", "nn.functional.feature_alpha",
-    "nn.functional.alpha_dropout", "nn.functional.rrelu", "nn.functional.fractional_max_pool",
-)
 # op name -> why its compilation fails (a strict xfail). adaptive_max_pool3d
 # was one until its indices, which Inductor computes without reading the
 # input, ran as an extern kernel (Note [Lowerings that are not aten
@@ -43,15 +35,13 @@ KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _sampled_ops() -> list:
-    candidates = sorted((op for op in op_db if torch.float32 in op.supported_dtypes("cpu")
-                         and not op.name.startswith(EXCLUDED_PREFIXES)), key=lambda op: (op.name, op.variant_test_name))
-    return random.Random(SEED).sample(candidates, SAMPLE_SIZE)
+    return random.Random(SEED).sample(eligible_ops(torch.float32), SAMPLE_SIZE)
 
 
 def _params() -> list:
     params = []
     for op in _sampled_ops():
-        name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        name = op_name(op)
         marks = [pytest.mark.xfail(reason=KNOWN_FAILURES[name], strict=True)] if name in KNOWN_FAILURES else []
         params.append(pytest.param(op, id=name, marks=marks))
     return params

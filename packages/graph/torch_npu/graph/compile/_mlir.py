@@ -36,7 +36,6 @@ import ctypes
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -47,7 +46,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import _byte_bools, _strided_access
+from . import _byte_bools, _runtime, _strided_access
 from ._distinct_results import copy_repeated_results
 from ._lanes import LANES
 from ._math import MATH_FORMS_VERSION
@@ -82,7 +81,8 @@ PIPELINE = (f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} "  #
 # [Bool tensors cross the kernel boundary as bytes], kernel.py): part of
 # the cache key; so is the version of the functions a program calls
 # (_math.scope()), which its source only names.
-REWRITES = ("vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}", "bools-as-bytes-1",
+REWRITES = ("memref-copy-runtime-1", "vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}",
+            "bools-as-bytes-1",
             f"math-forms-{MATH_FORMS_VERSION}")
 _FUNC = "kernel"
 _lock = threading.Lock()
@@ -147,11 +147,14 @@ def _load(path: str) -> CompiledKernel:
     return CompiledKernel(library, int(address))
 
 
-def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], object_path: str) -> None:
+def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], object_path: str,
+           runtime: _runtime.Runtime) -> None:
     try:
         from torch_mlir import fx, ir
         from torch_mlir.compiler_utils import OutputType
+        from torch_mlir.dialects import torch as torch_dialect
         from torch_mlir.execution_engine import ExecutionEngine
+        from torch_mlir.extras.fx_importer import FxImporter
         from torch_mlir.passmanager import PassManager
     except ImportError as e:
         raise MLIRUnavailable(
@@ -164,17 +167,24 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
             return module_fn(*inputs)
 
     # MLIR's diagnostics go into the error message (or nowhere, for the
-    # remarks of passes that succeed) instead of stderr.
+    # remarks of passes that succeed) instead of stderr. The handler is on
+    # the context from the start: torch-mlir's import and lowering to
+    # linalg report why they fail (an op they cannot legalize) only as
+    # diagnostics, and their exception says just "failed with the following
+    # diagnostics:".
     diagnostics: list[str] = []
-    try:
-        module = fx.export_and_import(_Program(), *example_inputs,
-                                      output_type=OutputType.LINALG_ON_TENSORS, func_name=_FUNC)
 
-        def collect(diagnostic: Any) -> bool:
+    def collect(diagnostic: Any) -> bool:
+        if diagnostic.severity == ir.DiagnosticSeverity.ERROR:
             diagnostics.append(str(diagnostic.message))
-            return True
+        return True
 
-        module.context.attach_diagnostic_handler(collect)
+    context = ir.Context()
+    torch_dialect.register_dialect(context)
+    context.attach_diagnostic_handler(collect)
+    try:
+        module = fx.export_and_import(_Program(), *example_inputs, fx_importer=FxImporter(context=context),
+                                      output_type=OutputType.LINALG_ON_TENSORS, func_name=_FUNC)
         with module.context:
             for op in module.body.operations:
                 op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
@@ -189,8 +199,8 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
             # Note [Strided accesses are not vectorised]
             module = _strided_access.rewrite(module)
             PassManager.parse(PIPELINE_FROM_LOOPS).run(module.operation)
-        _check_runtime_calls(module)
-        engine = ExecutionEngine(module, opt_level=3, enable_object_dump=True)
+        # Note [Strided copies run in our own memrefCopy]
+        engine = ExecutionEngine(module, opt_level=3, shared_libs=[runtime.shared], enable_object_dump=True)
         engine.dump_to_object_file(object_path)
     except _byte_bools.ByteBoolsError as e:
         raise MLIRCompileError(f"its bool buffers cannot be kept in bytes ({e})") from e
@@ -198,36 +208,15 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
         raise MLIRCompileError(f"its strided accesses cannot be kept out of vector loops ({e})") from e
     except Exception as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        detail = f": {diagnostics[-1]}" if diagnostics else ""
-        raise MLIRCompileError(first_line + detail) from e
+        # The first error is the cause; later ones are its consequences.
+        detail = f": {diagnostics[0][:500]}" if diagnostics else ""
+        raise MLIRCompileError(first_line.rstrip(":") + detail) from e
 
 
-# Functions of MLIR's runtime libraries (mlir_c_runner_utils) that lowered
-# code may call; torch-mlir's wheel ships none of them, so a kernel that
-# calls one cannot be linked.
-_RUNTIME_FUNCTIONS = {"memrefCopy": "a copy between strided layouts (memref.copy)"}
-
-
-def _check_runtime_calls(module: Any) -> None:
-    """Raises MLIRCompileError, naming what the kernel does, when the
-    lowered module calls into MLIR's runtime (the kernel then runs its aten
-    ops eagerly). Lowering such copies to loops instead
-    (torch-mlir's refback-munge-memref-copy) was tried and gave wrong
-    results in a cross-entropy kernel of a small Llama, so it is not used."""
-    for op in module.body.operations:
-        if "sym_name" not in op.attributes:
-            continue
-        name = str(op.attributes["sym_name"]).strip('"')
-        if name in _RUNTIME_FUNCTIONS:
-            raise MLIRCompileError(f"it needs {_RUNTIME_FUNCTIONS[name]}, which calls MLIR's runtime "
-                                   f"function {name}; torch-mlir does not ship that library")
-
-
-def _link(object_path: str, library_path: str) -> None:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        raise MLIRCompileError("no C compiler (cc) to link the kernel's object file")
-    result = subprocess.run([compiler, "-shared", "-o", library_path, object_path, "-lm"],
+def _link(object_path: str, library_path: str, runtime: _runtime.Runtime) -> None:
+    # The runtime functions go into each library (Note [Strided copies run
+    # in our own memrefCopy]), so that a cached kernel loads alone.
+    result = subprocess.run([_runtime.compiler(), "-shared", "-o", library_path, object_path, runtime.object, "-lm"],
                             capture_output=True, text=True)
     if result.returncode != 0:
         raise MLIRCompileError(f"linking the kernel failed: {result.stderr.strip()[:500]}")
@@ -261,6 +250,10 @@ def get_kernel(name: str, source: str, geometry: Sequence[Any], module_fn: Calla
                           f"({problem}); recompiling it", RuntimeWarning, stacklevel=3)
             stats["rebuilt"] += 1
         start = time.perf_counter()
+        try:
+            runtime = _runtime.build(directory)
+        except _runtime.RuntimeBuildError as e:
+            raise MLIRCompileError(str(e)) from e
         with tempfile.TemporaryDirectory(dir=directory) as tmp:
             object_path = os.path.join(tmp, "kernel.o")
             # In a thread of its own: the kernel's first run happens inside a
@@ -268,9 +261,9 @@ def get_kernel(name: str, source: str, geometry: Sequence[Any], module_fn: Calla
             # fake tensors) and Dynamo frame hook are thread-local and must
             # not see torch.export's tracing.
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                pool.submit(_lower, module_fn, example_inputs(), object_path).result()
+                pool.submit(_lower, module_fn, example_inputs(), object_path, runtime).result()
             tmp_library = os.path.join(tmp, "kernel.so")
-            _link(object_path, tmp_library)
+            _link(object_path, tmp_library, runtime)
             with open(os.path.join(tmp, "kernel.json"), "w") as f:
                 json.dump({"name": name, "sha256": _sha256(tmp_library)}, f)
             os.replace(tmp_library, library_path)

@@ -404,6 +404,11 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
     if target._opname == "fma" and len(args) == 3:
         # torch-mlir has no lowering for prims.fma.
         return f"torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor({args[0]}, {args[1]}), {args[2]})"
+    if target is torch.ops.prims.rev.default:
+        # torch-mlir cannot legalize prims.rev (Inductor's flip, and with it
+        # fliplr, flipud, rot90 and the backward of cumsum); aten.flip is the
+        # same op and lowers to linalg.
+        return f"torch.ops.aten.flip.default({', '.join(args)})"
     return f"{name}({', '.join(args)})"
 
 
