@@ -62,11 +62,25 @@ aclError captureGetInfo(aclrtStream stream, aclmdlRICaptureStatus* status, aclmd
   if (status == nullptr) {
     return fail(ACL_ERROR_INVALID_PARAM, "%s: status is null", api);
   }
+  // torch_npu asks this before much of its work; a release without capture
+  // refuses it, which torch_npu reads as "not capturing", the answer of a
+  // release with capture too unless a capture is under way. So only that
+  // answer is logged (Note [Which tests reach CANN's features]).
+  Runtime& rt = Runtime::get();
+  if (aclError err = rt.check(api); err != ACL_SUCCESS) {
+    return err;
+  }
+  if (aclError err = requireFeatureUnlogged(Feature::kModelCapture, api); err != ACL_SUCCESS) {
+    return err;
+  }
   Stream* s = nullptr;
-  if (aclError err = captureStream(api, stream, &s); err != ACL_SUCCESS) {
+  if (aclError err = rt.stream(stream, api, &s); err != ACL_SUCCESS) {
     return err;
   }
   Model* model = s->capture();
+  if (model != nullptr) {
+    noteFeatureQuestion(Feature::kModelCapture);
+  }
   *status = model == nullptr ? ACL_MODEL_RI_CAPTURE_STATUS_NONE
       : model->invalidated()  ? ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
                               : ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;

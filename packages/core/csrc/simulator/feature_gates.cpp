@@ -62,23 +62,36 @@ void noteReach(const FeatureGate& gate) {
   }
 }
 
-} // namespace
-
-bool hasFeature(Feature feature) {
-  noteReach(gateOf(feature));
+bool hasFeatureUnlogged(Feature feature) {
   // Parsing a short constant costs less than the calls it gates.
   return config().cann_version >= *CannVersion::parse(gateOf(feature).since);
 }
 
-aclError requireFeature(Feature feature, const char* api) {
-  if (hasFeature(feature)) {
-    return ACL_SUCCESS;
-  }
+aclError refusal(Feature feature, const char* api) {
   const FeatureGate& gate = gateOf(feature);
   return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
               "%s: %s is not supported by the emulated CANN %s; it needs CANN %s "
               "or newer (set NPU_SIM_CANN_VERSION to emulate another release)",
               api, gate.description, config().cann_version.text.c_str(), gate.since);
+}
+
+} // namespace
+
+void noteFeatureQuestion(Feature feature) {
+  noteReach(gateOf(feature));
+}
+
+bool hasFeature(Feature feature) {
+  noteFeatureQuestion(feature);
+  return hasFeatureUnlogged(feature);
+}
+
+aclError requireFeature(Feature feature, const char* api) {
+  return hasFeature(feature) ? ACL_SUCCESS : refusal(feature, api);
+}
+
+aclError requireFeatureUnlogged(Feature feature, const char* api) {
+  return hasFeatureUnlogged(feature) ? ACL_SUCCESS : refusal(feature, api);
 }
 
 } // namespace npu_sim

@@ -20,4 +20,12 @@ aclError requireFeature(Feature feature, const char* api);
 
 bool hasFeature(Feature feature);
 
+// requireFeature without logging the question (Note [Which tests reach CANN's
+// features]): for a question whose refusal the caller reads as the answer the
+// release with the feature gives in the common case, like "is this stream
+// capturing?" (torch_npu reads a refusal as "no"). The caller logs with
+// noteFeatureQuestion when its answer is another one.
+aclError requireFeatureUnlogged(Feature feature, const char* api);
+void noteFeatureQuestion(Feature feature);
+
 } // namespace npu_sim

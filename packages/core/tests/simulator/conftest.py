@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,24 +20,7 @@ SOURCE_DIR = TESTS_DIR.parents[1] / "csrc" / "simulator"
 sys.path.insert(0, str(TESTS_DIR))
 
 import _simlib  # noqa: E402
-
-# Configuration the simulator reads; tests set it explicitly.
-SIM_ENV_VARS = (
-    "NPU_SIM_DEVICE_COUNT",
-    "NPU_SIM_DEVICE_MEMORY",
-    "NPU_SIM_CHECKER",
-    "NPU_SIM_RACE_CHECK",
-    "NPU_SIM_CANN_VERSION",
-    "NPU_SIM_SOC_NAME",
-    "ASCEND_RT_VISIBLE_DEVICES",
-    "NPU_SIM_HOST_ID",
-    "NPU_SIM_HCCL_TRANSPORT",
-    "NPU_SIM_DEVICE_HEAP",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "ATEN_CPU_CAPABILITY",
-)
-
+from _simrunner import SIM_ENV_VARS, Runner  # noqa: E402,F401
 
 def _installed_library():
     spec = importlib.util.find_spec("torch_npu")
@@ -103,45 +85,6 @@ def dev0(sim):
     """Makes device 0 current on the calling thread."""
     sim.set_device(0)
     return sim
-
-
-class Runner:
-    """Runs a script against the library in a fresh Python process."""
-
-    PRELUDE = textwrap.dedent(
-        """\
-        import ctypes, os, sys, time
-        sys.path.insert(0, {tests!r})
-        from _simlib import *
-        sim = load_sim()
-        lib = sim.lib
-        """
-    )
-
-    def __init__(self, lib_path):
-        self.lib_path = lib_path
-
-    def env(self, **overrides):
-        env = {k: v for k, v in os.environ.items() if k not in SIM_ENV_VARS}
-        env["NPU_SIM_LIBRARY"] = str(self.lib_path)
-        env.pop("PYTHONFAULTHANDLER", None)
-        env.update({k: str(v) for k, v in overrides.items()})
-        return env
-
-    def run(self, body, timeout=60, **env):
-        code = self.PRELUDE.format(tests=str(TESTS_DIR)) + textwrap.dedent(body)
-        return subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=self.env(**env),
-        )
-
-    def ok(self, body, **env):
-        result = self.run(body, **env)
-        assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-        return result
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from _simlib import (
     HCCL_UINT8,
     HCCL_UINT64,
 )
-from conftest import TESTS_DIR, Runner
+from _simrunner import TESTS_DIR, Runner
 
 # The name of the communicator a simulator root info names (its socket is
 # "@" + that name in /proc/net/unix while ranks join: Note [Shared segments]).

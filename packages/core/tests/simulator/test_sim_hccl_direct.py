@@ -12,7 +12,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import TESTS_DIR, Runner
+from _simrunner import TESTS_DIR, Runner
 from test_sim_hccl import JOIN, all_ok, run_ranks
 
 # Every collective on data larger than a small all-reduce, 3 ranks, in place

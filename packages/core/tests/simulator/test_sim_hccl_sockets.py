@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from conftest import TESTS_DIR, Runner
+from _simrunner import TESTS_DIR, Runner
 from test_sim_hccl import SEND_RECV_ITEM, all_ok, run_ranks
 
 LOOPBACK = {"HCCL_IF_IP": "127.0.0.1"}

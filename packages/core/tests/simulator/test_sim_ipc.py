@@ -34,7 +34,7 @@ from _simlib import (
     Sim,
     load,
 )
-from conftest import SIM_ENV_VARS, TESTS_DIR, Runner
+from _simrunner import SIM_ENV_VARS, TESTS_DIR, Runner
 
 PATTERN = bytes(range(256)) * 64  # 16 KiB
 
