@@ -148,24 +148,34 @@ def _require_free_disk(session: nox.Session, venv: Path, needed: int) -> None:
             f"the row environments and dist/) and run again")
 
 
+def _run_sweep(session: nox.Session, name: str, test: Path, env: dict[str, str], counts_prefix: str) -> None:
+    """Run one long sweep (a test module) in the default row, arguments after
+    ``--`` going to pytest; with COMPAT_RECORD=1 record a passing run in
+    compat/runs.json (COMPATIBILITY.en.md's "Long sweeps"), with the line the
+    sweep's conftest prints starting with ``counts_prefix`` in its summary."""
+    python_exe = str(_row_env(MATRIX.default.torch, MATRIX.default.python) / "bin" / "python")
+    session.run(str(ROOT / "dev"), "setup", external=True)
+    output = _run_streaming(session, [python_exe, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(test),
+                                      *session.posargs],
+                            {"NPU_SIM_CHECKER": "1", **env})
+    if os.environ.get("COMPAT_RECORD") == "1":
+        versions = _torch_distributions(python_exe)
+        counts = [l.strip() for l in output.splitlines() if l.startswith(counts_prefix)]
+        session.run(sys.executable, "-m", "compat", "record-sweep", "--name", name,
+                    "--torch", MATRIX.default.torch, "--python", MATRIX.default.python,
+                    "--command", f'nox -s "{session.name}"',
+                    "--summary", _pytest_summary(output) + (f"; {counts[-1]}" if counts else ""),
+                    "--date", datetime.date.today().isoformat(),
+                    *[f"--version={k}={v}" for k, v in versions.items()], external=True)
+
+
 @nox.session(venv_backend="none")
 def opinfo_full(session: nox.Session) -> None:
     """The whole OpInfo sweep in the default row (every CPU dtype, every
     sample; test_opinfo_conformance.py): too long for CI, run before a release.
-    With COMPAT_RECORD=1 a passing run is recorded in compat/runs.json
-    (COMPATIBILITY.en.md's "Long sweeps")."""
-    python_exe = str(_row_env(MATRIX.default.torch, MATRIX.default.python) / "bin" / "python")
-    session.run(str(ROOT / "dev"), "setup", external=True)
-    output = _run_streaming(session, [python_exe, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                                      str(ROOT / "packages" / "ops" / "tests" / "test_opinfo_conformance.py")],
-                            {"NPU_SIM_CHECKER": "1", "TORCH_NPU_OPINFO_FULL": "1"})
-    if os.environ.get("COMPAT_RECORD") == "1":
-        versions = _torch_distributions(python_exe)
-        session.run(sys.executable, "-m", "compat", "record-sweep", "--name", "opinfo_full",
-                    "--torch", MATRIX.default.torch, "--python", MATRIX.default.python,
-                    "--command", f'nox -s "{session.name}"', "--summary", _conformance_summary(output),
-                    "--date", datetime.date.today().isoformat(),
-                    *[f"--version={k}={v}" for k, v in versions.items()], external=True)
+    With COMPAT_RECORD=1 a passing run is recorded in compat/runs.json."""
+    _run_sweep(session, "opinfo_full", ROOT / "packages" / "ops" / "tests" / "test_opinfo_conformance.py",
+               {"TORCH_NPU_OPINFO_FULL": "1"}, "OpInfo conformance:")
 
 
 @nox.session(venv_backend="none")
@@ -177,28 +187,8 @@ def compile_opinfo_full(session: nox.Session) -> None:
     ``-k float32``); the TORCH_NPU_COMPILE_OPINFO_* variables of the test
     module choose dtypes, samples and shards. With COMPAT_RECORD=1 a passing
     run is recorded in compat/runs.json."""
-    python_exe = str(_row_env(MATRIX.default.torch, MATRIX.default.python) / "bin" / "python")
-    session.run(str(ROOT / "dev"), "setup", external=True)
-    test = ROOT / "packages" / "graph" / "tests" / "test_compile_opinfo_full.py"
-    output = _run_streaming(session, [python_exe, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(test),
-                                      *session.posargs],
-                            {"NPU_SIM_CHECKER": "1", "TORCH_NPU_COMPILE_OPINFO_FULL": "1"})
-    if os.environ.get("COMPAT_RECORD") == "1":
-        versions = _torch_distributions(python_exe)
-        counts = [l.strip() for l in output.splitlines() if l.startswith("Compiled OpInfo scan:")]
-        session.run(sys.executable, "-m", "compat", "record-sweep", "--name", "compile_opinfo_full",
-                    "--torch", MATRIX.default.torch, "--python", MATRIX.default.python,
-                    "--command", f'nox -s "{session.name}"',
-                    "--summary", _pytest_summary(output) + (f"; {counts[-1]}" if counts else ""),
-                    "--date", datetime.date.today().isoformat(),
-                    *[f"--version={k}={v}" for k, v in versions.items()], external=True)
-
-
-def _conformance_summary(output: str) -> str:
-    """pytest's summary line, with the sweep's own count of entries compared
-    by value (conftest.py prints it) when there is one."""
-    counts = [l.strip() for l in output.splitlines() if l.startswith("OpInfo conformance:")]
-    return _pytest_summary(output) + (f"; {counts[-1]}" if counts else "")
+    _run_sweep(session, "compile_opinfo_full", ROOT / "packages" / "graph" / "tests" / "test_compile_opinfo_full.py",
+               {"TORCH_NPU_COMPILE_OPINFO_FULL": "1"}, "Compiled OpInfo scan:")
 
 
 @nox.session(venv_backend="none")
