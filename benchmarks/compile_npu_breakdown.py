@@ -64,7 +64,7 @@ class _AtenOps(TorchDispatchMode):
 def _instrument(recorder: _Recorder) -> None:
     run = npu_kernel.MLIRKernel.run
 
-    def timed_run(self: Any, *args: Any, stream: int) -> None:
+    def timed_run(self: Any, *args: Any, stream: int | None = None) -> None:
         recorder.timed(f"kernel {self.name}", run, self, *args, stream=stream)
 
     npu_kernel.MLIRKernel.run = timed_run
