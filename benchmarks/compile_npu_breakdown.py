@@ -8,9 +8,12 @@ and the step's is the sum of those minimums. On a machine shared with
 other work the wall-clock times of compile_npu.py swing by 30% and more
 from run to run; these minimums move much less, and they say which kernels
 cost more than the eager ops they replace. The time the device waits for
-the host (and event overhead) is not in them.
+the host (and event overhead) is not in them: the same steps run again
+without per-op events give the device's span per step (ops, idle time and
+per-item overhead) and the wall time per step, so that the gap between the
+op sum and the span shows in the same run.
 
-    .venv/bin/python benchmarks/compile_npu_breakdown.py [--steps N] [--top K]
+    .venv/bin/python benchmarks/compile_npu_breakdown.py --mode {eager,compiled} [--steps N] [--top K]
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import statistics
 import sys
+import time
 from typing import Any, Callable
 
 import torch
@@ -80,8 +85,9 @@ def _group(label: str) -> str:
     return "kernels" if label.startswith("kernel") else "other ops"
 
 
-def breakdown(compiled: bool, steps: int) -> list[tuple[str, float]]:
-    """(op, minimum device ms) for each device op of one training step."""
+def breakdown(compiled: bool, steps: int) -> tuple[list[tuple[str, float]], tuple[float, float]]:
+    """(op, minimum device ms) for each device op of one training step, and
+    the step's uninstrumented (wall ms, device span ms)."""
     recorder = _Recorder()
     _instrument(recorder)
     torch.manual_seed(0)
@@ -118,7 +124,25 @@ def breakdown(compiled: bool, steps: int) -> list[tuple[str, float]]:
             raise RuntimeError("the step ran different device ops in two iterations")
         best = times if best is None else [(label, min(a, b)) for (label, a), (_, b) in zip(best, times)]
     assert best is not None
-    return best
+    return best, _uninstrumented_step(step, steps)
+
+
+def _uninstrumented_step(step: Callable[[], None], steps: int) -> tuple[float, float]:
+    """(wall ms, device span ms) per step, medians over ``steps`` steps run
+    back to back without per-op events: a timing event between steps marks
+    where one step's device work ends and the next one's begins, so the span
+    holds the op times plus the device's idle time and per-item overhead."""
+    events = [torch.npu.Event(enable_timing=True) for _ in range(steps + 1)]
+    torch.npu.synchronize()
+    start = time.perf_counter()
+    events[0].record()
+    for i in range(steps):
+        step()
+        events[i + 1].record()
+    torch.npu.synchronize()
+    wall = (time.perf_counter() - start) * 1e3 / steps
+    spans = [events[i].elapsed_time(events[i + 1]) for i in range(steps)]
+    return wall, statistics.median(spans)
 
 
 def main() -> None:
@@ -128,7 +152,7 @@ def main() -> None:
     parser.add_argument("--mode", choices=("eager", "compiled"), required=True,
                         help="one mode per process: the instrumentation patches the kernels' launches")
     args = parser.parse_args()
-    ops = breakdown(args.mode == "compiled", args.steps)
+    ops, (wall, span) = breakdown(args.mode == "compiled", args.steps)
     groups: dict[str, list[float]] = collections.defaultdict(list)
     per_op: dict[str, float] = collections.defaultdict(float)
     for label, ms in ops:
@@ -136,6 +160,7 @@ def main() -> None:
         per_op[label] += ms
     total = sum(ms for _, ms in ops)
     print(f"{args.mode}: {total:6.3f} ms of device ops per step (sum of per-op minimums over {args.steps} steps)")
+    print(f"  uninstrumented step: device span {span:6.3f} ms (ops + idle + per-item overhead), wall {wall:6.3f} ms")
     for group, times in sorted(groups.items()):
         print(f"  {group:10s} {sum(times):6.3f} ms in {len(times)} ops")
     for label, ms in sorted(per_op.items(), key=lambda kv: -kv[1])[: args.top]:
