@@ -51,6 +51,28 @@ vectorisable aten ops:
   erf inside GELU, whose result is added to 1, keeps the polynomial alone
   (the series cost its kernels 30%).
 
+Note [Math torch-mlir does not lower]
+torch-mlir has no lowering of erfc or hypot, so every kernel with one ran
+its aten ops eagerly (with the fallback warning). A program computes them
+by formulas of their own (``_SOUND_FORMS``, ``_BINARY_FORMS``), in
+vectorisable aten ops, in float32 for half-precision operands (Note
+[Half-precision math in float32]):
+
+- erfc: 1 - erf(x) cancels for x > 0 (erfc(4) = 1.5e-8 would be a float32
+  ulp of 1 or 0), so the program computes erfc(|x|) as
+  t * exp(-x^2 + P(t)) with t = 1 / (1 + |x| / 2) and P the degree-9
+  Chebyshev fit of Numerical Recipes (erfcc, relative error below 1.2e-7
+  for every x), and 2 - erfc(|x|) for x < 0; x^2 is split so that its
+  rounding does not enter exp (that alone was 9e-6 relative at x = 8). exp(-x^2) underflows where
+  erfc does (x > 9.2 in float32), +inf gives 0, -inf 2, NaN NaN. Of
+  float64 the fit is not accurate enough (1e-7 relative is float64's
+  tolerance): its kernels still run eagerly, with the warning.
+- hypot: sqrt(x^2 + y^2) overflows for |x| > 1.8e19 and underflows for
+  |x| < 1e-19 (float32). The program computes m * sqrt(1 + (s / m)^2) with
+  m the larger and s the smaller of |x| and |y| (0 where m is 0), and +inf
+  where either is infinite, whatever the other (NaN included), as C's
+  hypot does; any other NaN operand gives NaN.
+
 Note [Integer operands of float math]
 A unary math op of an integer tensor (``torch.erf(int64)``) gives a float
 tensor; eager converts the integers to that float type first. torch-mlir
@@ -82,7 +104,7 @@ _HALF = (torch.float16, torch.bfloat16)
 
 # Note [Half-precision math in float32]
 _MATH_IN_FLOAT32 = {"asinh", "acosh", "atanh", "sinh", "cosh", "asin", "acos", "atan", "tan", "tanh", "log1p",
-                    "expm1", "exp2", "erf", "erfinv", "lgamma", "digamma", "pow"}
+                    "expm1", "exp2", "erf", "erfc", "erfinv", "lgamma", "digamma", "pow"}
 _MATH_IN_FLOAT64 = {"exp2"}
 
 # Note [Integer operands of float math]: the ops whose integer operand is
@@ -99,7 +121,7 @@ _NAN_DROPPING = {"clamp": (0,), "clamp_min": (0,), "clamp_max": (0,), "maximum":
 
 # Part of a kernel's cache key (_mlir.REWRITES): the source of a program
 # names these functions, so a change to one must change this number.
-MATH_FORMS_VERSION = 2
+MATH_FORMS_VERSION = 3
 
 _LN2 = 0.6931471805599453
 # Above 2^28, asinh(x) and acosh(x) equal log(x) + ln 2 to below a float64
@@ -118,6 +140,8 @@ def math_call(node: torch.fx.Node, name: str, args: list[str], names: dict[torch
         return None
     if op in _NAN_DROPPING:
         return _nan_kept(node, f"{name}({', '.join(args)})", args, value.dtype)
+    if op in _BINARY_FORMS:
+        return _binary_form_call(node, _BINARY_FORMS[op], args, value.dtype)
     # One tensor operand, and scalars (pow's exponent) after it.
     operand = node.args[0] if node.args else None
     if (node.kwargs or not isinstance(operand, torch.fx.Node)
@@ -130,8 +154,10 @@ def math_call(node: torch.fx.Node, name: str, args: list[str], names: dict[torch
                        and not operand_value.dtype.is_complex)
     compute = _compute_dtype(op, value.dtype)
     form = _SOUND_FORMS.get(op) if len(node.args) == 1 else None
-    if op == "erf" and compute == torch.float64:
-        form = None  # the polynomial is a float32 one; MLIR's erf of float64 calls libm
+    if op in ("erf", "erfc") and compute == torch.float64:
+        # the polynomials are float32 ones; MLIR's erf of float64 calls
+        # libm, erfc of float64 runs eagerly (Note [Math torch-mlir does not lower])
+        form = None
     if not integer_operand and compute == value.dtype and form is None:
         return None
 
@@ -151,6 +177,23 @@ def math_call(node: torch.fx.Node, name: str, args: list[str], names: dict[torch
     else:
         call = f"{name}({', '.join([converted(args[0]), *args[1:]])})"
     return _to(call, value.dtype) if compute != value.dtype else call
+
+
+def _binary_form_call(node: torch.fx.Node, form: str, args: list[str], dtype: torch.dtype) -> str | None:
+    """The call of a two-operand form (Note [Math torch-mlir does not
+    lower]): both operands tensors, converted to the dtype it is computed
+    in, its result back to ``dtype``."""
+    if node.kwargs or len(node.args) != 2 or not all(isinstance(a, torch.fx.Node) for a in node.args):
+        return None
+    compute = torch.float32 if dtype in _HALF else dtype
+    operands = []
+    for arg, source in zip(node.args, args):
+        operand = arg.meta.get("val")
+        if not isinstance(operand, torch.Tensor):
+            return None
+        operands.append(source if operand.dtype == compute else _to(source, compute))
+    call = f"{form}({', '.join(operands)})"
+    return _to(call, dtype) if compute != dtype else call
 
 
 def _compute_dtype(op: str, dtype: torch.dtype) -> torch.dtype:
@@ -246,6 +289,50 @@ def _erf_near_zero(x: torch.Tensor) -> torch.Tensor:
     return aten.mul.Tensor(aten.add.Tensor(series, _ERF_SERIES[0]), x)
 
 
+# Numerical Recipes' Chebyshev fit of erfc (Note [Math torch-mlir does not
+# lower]): erfc(z) = t * exp(-z * z + sum of c_k * t^k), t = 1 / (1 + z / 2).
+_ERFC_C = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
+           -0.82215223, 0.17087277)
+# Dekker's splitting constant of float32 (2^12 + 1): z * _SPLIT - (z * _SPLIT - z)
+# keeps z's 12 leading significant bits.
+_SPLIT = 4097.0
+
+
+def _erfc(x: torch.Tensor) -> torch.Tensor:
+    """erfc without cancellation (Note [Math torch-mlir does not lower])."""
+    # Beyond 16 erfc is 0 in every float type but float64, and clamping
+    # keeps z * _SPLIT finite; a NaN stays NaN (it compares false).
+    z = aten.abs.default(x)
+    z = aten.where.self(aten.gt.Scalar(z, 16.0), aten.full_like.default(z, 16.0), z)
+    t = aten.reciprocal.default(aten.add.Tensor(aten.mul.Tensor(z, 0.5), 1.0))
+    poly = aten.mul.Tensor(t, _ERFC_C[-1])
+    for c in reversed(_ERFC_C[1:-1]):
+        poly = aten.mul.Tensor(aten.add.Tensor(poly, c), t)
+    # exp(-z^2) with z^2 rounded would be off by z^2 ulps (7e-6 at z = 8):
+    # z = high + low with high of 12 significant bits, so high^2 is exact,
+    # and exp(-z^2) = exp(-high^2) * exp(-low * (z + high)).
+    scaled = aten.mul.Tensor(z, _SPLIT)
+    high = aten.sub.Tensor(scaled, aten.sub.Tensor(scaled, z))
+    low = aten.sub.Tensor(z, high)
+    small = aten.sub.Tensor(aten.add.Tensor(poly, _ERFC_C[0]), aten.mul.Tensor(low, aten.add.Tensor(z, high)))
+    gaussian = aten.exp.default(aten.neg.default(aten.mul.Tensor(high, high)))
+    of_magnitude = aten.mul.Tensor(aten.mul.Tensor(t, gaussian), aten.exp.default(small))
+    return aten.where.self(aten.lt.Scalar(x, 0), aten.rsub.Scalar(of_magnitude, 2.0), of_magnitude)
+
+
+def _hypot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """hypot without overflow or underflow (Note [Math torch-mlir does not lower])."""
+    a, b = aten.abs.default(x), aten.abs.default(y)
+    # A NaN operand is taken as the larger, and the result is NaN.
+    b_larger = aten.logical_or.default(aten.lt.Tensor(a, b), aten.ne.Tensor(b, b))
+    larger, smaller = aten.where.self(b_larger, b, a), aten.where.self(b_larger, a, b)
+    ratio = aten.where.self(aten.eq.Scalar(larger, 0), aten.zeros_like.default(larger),
+                            aten.div.Tensor(smaller, larger))
+    result = aten.mul.Tensor(larger, aten.sqrt.default(aten.add.Tensor(aten.mul.Tensor(ratio, ratio), 1.0)))
+    infinite = aten.logical_or.default(aten.eq.Scalar(a, math.inf), aten.eq.Scalar(b, math.inf))
+    return aten.where.self(infinite, aten.full_like.default(result, math.inf), result)
+
+
 def _with_sign_of(magnitude: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return aten.where.self(aten.lt.Scalar(x, 0), aten.neg.default(magnitude), magnitude)
 
@@ -293,10 +380,14 @@ def _sinh(x: torch.Tensor) -> torch.Tensor:
 
 
 # Note [Math MLIR expands unsoundly]: op -> the program's function computing it.
-_SOUND_FORMS = {"asinh": "_asinh", "acosh": "_acosh", "sinh": "_sinh", "cosh": "_cosh", "erf": "_erf"}
+# Note [Math torch-mlir does not lower]: erfc here too.
+_SOUND_FORMS = {"asinh": "_asinh", "acosh": "_acosh", "sinh": "_sinh", "cosh": "_cosh", "erf": "_erf",
+                "erfc": "_erfc"}
+# Note [Math torch-mlir does not lower]: ops of two tensors.
+_BINARY_FORMS = {"hypot": "_hypot"}
 
 
 def scope() -> dict[str, Any]:
     """The functions programs call, for the scope their source runs in."""
     return {"_erf": _erf, "_erf_of_scaled": _erf_of_scaled, "_asinh": _asinh, "_acosh": _acosh,
-            "_sinh": _sinh, "_cosh": _cosh}
+            "_sinh": _sinh, "_cosh": _cosh, "_erfc": _erfc, "_hypot": _hypot}

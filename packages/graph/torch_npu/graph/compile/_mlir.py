@@ -1,7 +1,8 @@
 """Compiling an aten program to machine code through MLIR, with a disk cache.
 
 Pipeline: torch-mlir imports the program (torch.export) as
-linalg-on-tensors; elementwise linalg ops are fused; one-shot bufferization
+linalg-on-tensors (through its backend IR, where same-width ``view.dtype``
+becomes a bitcast: Note [Bitcasts torch-mlir does not lower], _bitcasts.py); elementwise linalg ops are fused; one-shot bufferization
 gives memrefs with the identity layout (contiguous tensors), results become
 output arguments (buffer-results-to-out-params) and temporaries are freed
 (buffer-deallocation-pipeline); linalg becomes affine loops, whose bool
@@ -46,7 +47,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import _byte_bools, _runtime, _strided_access
+from . import _bitcasts, _byte_bools, _runtime, _strided_access
 from ._distinct_results import copy_repeated_results
 from ._lanes import LANES
 from ._math import MATH_FORMS_VERSION
@@ -81,7 +82,7 @@ PIPELINE = (f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} "  #
 # [Bool tensors cross the kernel boundary as bytes], kernel.py): part of
 # the cache key; so is the version of the functions a program calls
 # (_math.scope()), which its source only names.
-REWRITES = ("memref-copy-runtime-1", "vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}",
+REWRITES = ("memref-copy-runtime-1", "view-dtype-bitcast-1", "vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}",
             "bools-as-bytes-1",
             f"math-forms-{MATH_FORMS_VERSION}")
 _FUNC = "kernel"
@@ -151,7 +152,7 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
            runtime: _runtime.Runtime) -> None:
     try:
         from torch_mlir import fx, ir
-        from torch_mlir.compiler_utils import OutputType
+        from torch_mlir.compiler_utils import OutputType, lower_mlir_module
         from torch_mlir.dialects import torch as torch_dialect
         from torch_mlir.execution_engine import ExecutionEngine
         from torch_mlir.extras.fx_importer import FxImporter
@@ -184,7 +185,13 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
     context.attach_diagnostic_handler(collect)
     try:
         module = fx.export_and_import(_Program(), *example_inputs, fx_importer=FxImporter(context=context),
-                                      output_type=OutputType.LINALG_ON_TENSORS, func_name=_FUNC)
+                                      output_type=OutputType.TORCH, func_name=_FUNC)
+        bitcasts = _bitcasts.has_bitcasts(str(module))
+        if bitcasts:
+            module = _bitcasts.rewrite(module)  # Note [Bitcasts torch-mlir does not lower]
+        lower_mlir_module(False, OutputType.LINALG_ON_TENSORS, module)
+        if bitcasts:
+            module = _bitcasts.bitcasts_as_loops(module)
         with module.context:
             for op in module.body.operations:
                 op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()

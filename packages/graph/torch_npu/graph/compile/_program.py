@@ -404,12 +404,82 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
     if target._opname == "fma" and len(args) == 3:
         # torch-mlir has no lowering for prims.fma.
         return f"torch.ops.aten.add.Tensor(torch.ops.aten.mul.Tensor({args[0]}, {args[1]}), {args[2]})"
+    torch_mlir_source = _torch_mlir_rewrite(node, args)
+    if torch_mlir_source is not None:
+        return torch_mlir_source
     if target is torch.ops.prims.rev.default:
         # torch-mlir cannot legalize prims.rev (Inductor's flip, and with it
         # fliplr, flipud, rot90 and the backward of cumsum); aten.flip is the
         # same op and lowers to linalg.
         return f"torch.ops.aten.flip.default({', '.join(args)})"
     return f"{name}({', '.join(args)})"
+
+
+# Note [Ops torch-mlir folds or lowers wrongly]
+# Four spellings torch-mlir mishandles, each rewritten by the program into
+# the same values in ops it lowers:
+#
+# - ``eq(x, x)``: torch-mlir folds it to a constant true, also for floats,
+#   where a NaN compares unequal (amax's backward of a 0-d tensor compares
+#   the input with its "amax", a copy torch-mlir folds away; eager gives
+#   False at NaN). The program computes every ``eq(a, b)`` as
+#   ``not(a != b)``, the same for every value, which it does not fold.
+# - a uint8 constant: torch-mlir folds it into an int8 literal that it then
+#   rejects as the uint8 result ("inferred type(s) si8 are incompatible
+#   with ui8"), and a bool constant (``full(shape, True, dtype=bool)``:
+#   isfinite, isreal, isposinf of integers) is one once kept in bytes (Note
+#   [Bool values of a program in bytes]). The program computes a bool
+#   constant of static shape as ``iota >= 0`` (or ``< 0`` for False), which
+#   is not folded and costs a compare per element.
+# - integer division of uint8 or int8 with rounding (floor_divide): its
+#   lowering stops at "for conversion to byte or char type dstOriginalDtype
+#   has to be passed". The program divides in int32 (where every quotient
+#   of two 8-bit integers is exact) and converts back, which wraps as eager
+#   does (int8 -128 // -1 is -128).
+# - as_strided_copy has no lowering; as_strided does (torch.export spells
+#   it as an index of constant positions). The program reads the same
+#   elements through as_strided and clones them, where that is the same
+#   value: the input's value is contiguous from storage offset 0 and every
+#   position read is inside it (the kernel's inputs are contiguous tensors
+#   of their values, not their storage).
+def _torch_mlir_rewrite(node: Any, args: list[str]) -> str | None:
+    """The source of ``node``'s call spelled so that torch-mlir lowers it
+    correctly (Note [Ops torch-mlir folds or lowers wrongly]), else None."""
+    target = node.target
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor) or node.kwargs.get("out") is not None:
+        return None
+    if target is torch.ops.aten.eq.Tensor and len(node.args) == 2:
+        return f"torch.ops.aten.logical_not.default(torch.ops.aten.ne.Tensor({args[0]}, {args[1]}))"
+    if target in (torch.ops.aten.div.Tensor_mode, torch.ops.aten.floor_divide.default) and value.dtype in (
+            torch.uint8, torch.int8):
+        converted = [f"torch.ops.aten._to_copy.default({a}, dtype=torch.int32)"
+                     if isinstance(n, torch.fx.Node) else a for n, a in zip(node.args, args)]
+        keywords = [f"{k}={v!r}" for k, v in node.kwargs.items()]
+        name = f"torch.ops.aten.{target._opname}.{target._overloadname}"
+        return f"torch.ops.aten._to_copy.default({name}({', '.join(converted + keywords)}), dtype={value.dtype})"
+    if target is torch.ops.aten.as_strided_copy.default and _as_strided_reads_inside(node):
+        return f"torch.ops.aten.clone.default(torch.ops.aten.as_strided.default({', '.join(args)}))"
+    return None
+
+
+def _as_strided_reads_inside(node: Any) -> bool:
+    """Whether as_strided_copy ``node`` reads only elements of its input's
+    value, which is contiguous from storage offset 0 (Note [Ops torch-mlir
+    folds or lowers wrongly])."""
+    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(source, torch.Tensor) or len(node.args) < 3 or node.kwargs:
+        return False
+    size, stride = node.args[1], node.args[2]
+    offset = node.args[3] if len(node.args) > 3 else 0
+    offset = source.storage_offset() if offset is None else offset
+    numbers = [*size, *stride, offset, source.numel(), source.storage_offset()]
+    if not all(isinstance(v, int) for v in numbers) or not source.is_contiguous() or source.storage_offset() != 0:
+        return False
+    if any(n == 0 for n in size):
+        return True
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+    return offset >= 0 and all(s >= 0 for s in stride) and last < source.numel()
 
 
 # Note [Reductions of a 0-d tensor]
@@ -543,7 +613,10 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
         args = [printer.value(a, uses) for a in n.args]
         args += [f"{k}={printer.value(v, uses)}" for k, v in n.kwargs.items()]
         call = _call(op, args, uses)
-        if _is_bool(n) and not is_view:
+        constant = _bool_constant_bytes(op) if not is_view else None
+        if constant is not None:
+            call = constant  # Note [Ops torch-mlir folds or lowers wrongly]
+        elif _is_bool(n) and not is_view:
             call = f"torch.ops.aten._to_copy.default({call}, dtype=torch.uint8)"
         lines.append(f"    v{i} = {call}")
         if _op_name(op) not in _VIEW_OPS and _op_name(op) not in op_names:
@@ -643,6 +716,21 @@ def _with_overload(node: torch.fx.Node) -> Any:
 # program's inputs and outputs are left as they are; the kernel's boundary
 # is handled by kernel.py (Note [Bool tensors cross the kernel boundary as
 # bytes]). The program computes the same values run eagerly.
+def _bool_constant_bytes(node: Any) -> str | None:
+    """The source of a bool ``full`` of static shape in bytes, computed so
+    that torch-mlir does not fold it (Note [Ops torch-mlir folds or lowers
+    wrongly]), else None."""
+    value = node.meta.get("val")
+    fill = node.args[1] if len(node.args) > 1 else None
+    if (node.target is not torch.ops.aten.full.default or not _is_bool(node) or not isinstance(fill, bool)
+            or not all(isinstance(d, int) for d in value.shape)):
+        return None
+    positions = (f"torch.ops.aten.view.default(torch.ops.prims.iota.default({max(value.numel(), 1)}, start=0, "
+                 f"step=1, dtype=torch.int64, device=_device, requires_grad=False), {list(value.shape)})")
+    compare = "ge" if fill else "lt"
+    return f"torch.ops.aten._to_copy.default(torch.ops.aten.{compare}.Scalar({positions}, 0), dtype=torch.uint8)"
+
+
 def _is_bool(node: Any) -> bool:
     value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return isinstance(value, torch.Tensor) and value.dtype == torch.bool
