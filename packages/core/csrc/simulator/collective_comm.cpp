@@ -61,8 +61,29 @@ bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const auto y = reinterpret_cast<uintptr_t>(b);
   return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
 }
-// How long a rank spins at a meeting point before it sleeps.
+// How long a rank spins at a meeting point before it sleeps (Note [Meeting
+// waits when ranks outnumber CPUs]).
 constexpr std::chrono::nanoseconds kMeetingSpin{50'000};
+
+// Note [Meeting waits when ranks outnumber CPUs]
+// A rank at a meeting spins kMeetingSpin, yielding its CPU every few
+// microseconds (Note [Spinning yields], util.h), then sleeps on the futex.
+// With more ranks than CPUs one would expect sleeping at once to serve the
+// peers better. Measured with 4 ranks on the 2-CPU development VM, shared
+// with other jobs (load 6-12), timing 40 collectives of 4 MiB against 40
+// npu copies of 4 MiB on every rank at once (median of 5 trials; hccl bus
+// bandwidth / copy bandwidth, as benchmarks/collectives.py), three
+// interleaved pairs: sleeping at once gave all-reduce 0.32-0.46 where this
+// spin gave 0.62-1.06, and all-gather 0.15-0.29 against 0.20-0.67. A
+// pause-only spin of 5 us then the futex was no better (all-gather 0.23,
+// 0.38), nor were yielding spins of 0.5 and 3 ms (all-gather 0.08-0.26).
+// A woken rank queues for a CPU behind every runnable task of the machine,
+// where a yielding one stays runnable. The time is not the ranks' work:
+// 200 such all-gathers took rank 0 0.40 s, its threads 99 ms on a CPU
+// (/proc/<pid>/task/*/schedstat); the rest the ranks waited for each other
+// at the meetings (two per all-gather, three per all-reduce), every one of
+// which waits for the rank the scheduler last took off a CPU. So the spin
+// stays; what these runs vary with is the machine's load.
 
 struct RootPayload {
   char magic[sizeof(kRootMagic)];
