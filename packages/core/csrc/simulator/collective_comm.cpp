@@ -61,8 +61,29 @@ bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const auto y = reinterpret_cast<uintptr_t>(b);
   return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
 }
-// How long a rank spins at a meeting point before it sleeps.
+// How long a rank spins at a meeting point before it sleeps (Note [Meeting
+// waits when ranks outnumber CPUs]).
 constexpr std::chrono::nanoseconds kMeetingSpin{50'000};
+
+// Note [Meeting waits when ranks outnumber CPUs]
+// A rank at a meeting spins kMeetingSpin, yielding its CPU every few
+// microseconds (Note [Spinning yields], util.h), then sleeps on the futex.
+// With more ranks than CPUs one would expect sleeping at once to serve the
+// peers better. Measured with 4 ranks on the 2-CPU development VM, shared
+// with other jobs (load 6-12), timing 40 collectives of 4 MiB against 40
+// npu copies of 4 MiB on every rank at once (median of 5 trials; hccl bus
+// bandwidth / copy bandwidth, as benchmarks/collectives.py), three
+// interleaved pairs: sleeping at once gave all-reduce 0.32-0.46 where this
+// spin gave 0.62-1.06, and all-gather 0.15-0.29 against 0.20-0.67. A
+// pause-only spin of 5 us then the futex was no better (all-gather 0.23,
+// 0.38), nor were yielding spins of 0.5 and 3 ms (all-gather 0.08-0.26).
+// A woken rank queues for a CPU behind every runnable task of the machine,
+// where a yielding one stays runnable. The time is not the ranks' work:
+// 200 such all-gathers took rank 0 0.40 s, its threads 99 ms on a CPU
+// (/proc/<pid>/task/*/schedstat); the rest the ranks waited for each other
+// at the meetings (two per all-gather, three per all-reduce), every one of
+// which waits for the rank the scheduler last took off a CPU. So the spin
+// stays; what these runs vary with is the machine's load.
 
 struct RootPayload {
   char magic[sizeof(kRootMagic)];
@@ -1339,6 +1360,19 @@ HcclResult Communicator::reduceFrom(const std::vector<uintptr_t>& inputs, char* 
   return HCCL_SUCCESS;
 }
 
+// Note [All-reduce shares reduce in one pass]
+// A direct all-reduce's first half is a reduce-scatter, and a share that
+// reaches kBypassCacheBytes combines as a large reduce-scatter's piece does
+// (Note [Bulk reductions bypass the cache], bulk_reduce.cpp): one pass over
+// every rank's input where it is, in rank order, into the same bits. Until
+// then the shares took the chunked reduction, which with 4 ranks made a 64
+// MiB all-reduce (16 MiB shares) take 81 ms where a 64 MiB reduce-scatter
+// took 27 and an all-gather 27 (benchmarks/collectives.py, 2 CPUs, load
+// 2-7). In place the pass is safe on every rank, not only ranks 0 and 1 as
+// for the chunked reduction: it reads all operands of a line before it
+// writes the line, and no peer reads this rank's share of its input.
+// Measured, 4 ranks, 64 MiB float32 sum, three interleaved pairs (2 CPUs,
+// load 4-6): best of 5 trials 91, 95, 72 ms before, 68, 73, 56 ms after.
 HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t count,
                                          HcclDataType type, HcclReduceOp op, int64_t root,
                                          const CollectiveDescriptor& what, std::string* why) {
@@ -1380,12 +1414,15 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
   }
   auto share = [&](uint32_t r) { return std::pair<size_t, size_t>{count * r / size_,
                                                                    count * (r + 1) / size_}; };
-  // Reduce-scatter: this rank's share, from every rank's input.
+  // Reduce-scatter: this rank's share, from every rank's input; a large
+  // share in one pass, as a reduce-scatter's piece (Note [All-reduce shares
+  // reduce in one pass]).
   const auto [lo, hi] = share(rank_);
   for (uint32_t r = 0; r < size_; ++r) {
     inputs[r] = peerSend(r) + lo * esize;
   }
-  if (HcclResult e = reduceFrom(inputs, recv + lo * esize, hi - lo, type, op, why);
+  if (HcclResult e = reduceFrom(inputs, recv + lo * esize, hi - lo, type, op, why,
+                                (hi - lo) * esize >= kBypassCacheBytes);
       e != HCCL_SUCCESS) {
     return e;
   }

@@ -201,8 +201,8 @@ def test_large_outputs_written_around_the_cache_hold_every_byte(runner, tmp_path
 # every type and op that pass covers and one it leaves to the usual
 # reduction, into an output 8 bytes past a line (a head and a tail of
 # elements, and lines after the last four pages), and in place (rank 0's
-# output is its input; the others' overlap what their peers read). Prints a
-# digest of every result.
+# output is its input; the others' overlap what their peers read); then
+# all-reduces of shares as large. Prints a digest of every result.
 LARGE_REDUCE_SCATTERS = """
 import hashlib, random
 piece = (16 << 20) + 200  # bytes per rank: more than 16 MiB, not whole lines
@@ -220,6 +220,18 @@ for dtype, op in cases:
     sim.sync()
     print(dtype, op, hashlib.sha256(sim.d2h(recv, piece, sync=True).raw).hexdigest(),
           hashlib.sha256(sim.d2h(send, piece, sync=True).raw).hexdigest())
+# All-reduces whose shares are that large (Note [All-reduce shares reduce in
+# one pass]), into an output 8 bytes past a line and in place.
+out = sim.malloc(world * piece + 64) + 8
+for dtype, op in [(HCCL_FP32, HCCL_SUM), (HCCL_FP64, HCCL_MAX), (HCCL_INT64, HCCL_SUM)]:
+    size = 4 if dtype == HCCL_FP32 else 8
+    sim.h2d(send, data, sync=True)
+    ok(lib.HcclAllReduce(send, out, world * piece // size, dtype, op, comm, stream))
+    ok(lib.HcclAllReduce(send, send, world * piece // size, dtype, op, comm, stream))
+    sim.sync()
+    print("all-reduce", dtype, op,
+          hashlib.sha256(sim.d2h(out, world * piece, sync=True).raw).hexdigest(),
+          hashlib.sha256(sim.d2h(send, world * piece, sync=True).raw).hexdigest())
 """
 
 
@@ -234,7 +246,7 @@ def test_large_reductions_around_the_cache_are_bitwise_those_of_the_staging_path
                                          **env))
     for rank in range(3):
         lines = results["mapped"][rank].splitlines()
-        assert len(lines) == 13, lines
+        assert len(lines) == 16, lines
         assert results["narrow"][rank] == results["staging"][rank] == results["mapped"][rank], (
             f"rank {rank}")
 
