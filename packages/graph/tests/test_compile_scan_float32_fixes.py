@@ -9,7 +9,14 @@ npu:
 - torch.npu's generator state functions called while compiling (under
   torch.testing's freeze_rng_state, as OpInfo's sdpa samples do) run
   eagerly; tracing them raised (Note [Dynamo does not trace the npu
-  generator state]).
+  generator state]);
+- the gradient of diagonal_scatter: a group reading the clone whose
+  diagonal was overwritten now reads it, where it recomputed the clone from
+  the graph's input without the write and failed (Note [Reads of a buffer
+  written through a view]);
+- the gradient of an op of an empty input: the program creates the empty
+  values it computes, where torch-mlir's lowering of the reshape of an
+  empty iota died of SIGFPE (Note [Empty values a group does not read]).
 
 Inputs are made inside each test: npu tensors made at import stay
 allocated for the whole session.
@@ -70,3 +77,39 @@ def test_generator_state_restored_while_compiling() -> None:
     actual = torch.compile(fn, dynamic=False)(q)
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
     assert torch.equal(torch.npu.get_rng_state(), state)
+
+
+@needs_mlir
+def test_diagonal_scatter_gradient() -> None:
+    base = torch.linspace(-2.0, 2.0, 25).reshape(5, 5).to("npu").requires_grad_()
+    src = torch.linspace(1.0, 3.0, 5).to("npu").requires_grad_()
+
+    def fn(base, src):
+        out = torch.diagonal_scatter(base, src)
+        # Weighted by position, so that a gradient routed to the wrong
+        # element shows.
+        weights = torch.arange(out.numel(), device=out.device).reshape(out.shape) % 7 + 1
+        return torch.autograd.grad((out * weights).sum(), (base, src))
+
+    expected = fn(base, src)
+    torch._dynamo.reset()
+    actual = torch.compile(fn, dynamic=False)(base, src)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+    assert torch.equal(actual[0].diagonal().cpu(), torch.zeros(5))
+
+
+@needs_mlir
+def test_gradient_of_an_empty_input() -> None:
+    x = torch.empty(1, 0, 3, device="npu").requires_grad_()
+
+    def fn(x):
+        out = torch.fill(x, 2.0) * x
+        weights = torch.arange(out.numel(), device=out.device).reshape(out.shape) % 7 + 1
+        total = (out * weights).sum()
+        return total, torch.autograd.grad(total, x)
+
+    expected = fn(x)
+    torch._dynamo.reset()
+    actual = torch.compile(fn, dynamic=False)(x)
+    torch.testing.assert_close(actual, expected)
+    assert actual[1][0].shape == (1, 0, 3)
