@@ -85,14 +85,26 @@ def register() -> None:
     from ._scheduling import MLIRScheduling
     from ._wrapper import NPUWrapperCodegen
 
+    import torch._dynamo.trace_rules
     import torch._inductor.config  # noqa: F401
 
     _add_config_option()
+    # Note [Dynamo does not trace the npu generator state]
+    # torch.npu's get/set_rng_state read and write the host-side state of
+    # a generator (set_rng_state clones the state tensor and hands it to the
+    # generator), as torch.cuda's do. Dynamo skips torch.cuda's functions (they
+    # live in torch) and runs them eagerly after a graph break, but would
+    # inline torch_npu's: under torch.testing's freeze_rng_state (no_dispatch,
+    # which OpInfo's sdpa and multi_head_attention samples use) tracing the
+    # clone made fake tensors without a fake mode and compiling raised. The
+    # module is skipped, so its functions run eagerly, as torch.cuda's do.
+    torch._dynamo.trace_rules.add("torch_npu.npu.random")
     register_interface_for_device("npu", NPUInterface)
     register_device_op_overrides("npu", NPUDeviceOpOverrides())
     register_backend_for_device("npu", MLIRScheduling, NPUWrapperCodegen, device_custom_pass=NPUPostGradPass())
-    from . import _extern_lowerings, _reduce_overhead
+    from . import _batch_norm_stats, _extern_lowerings, _reduce_overhead
 
+    _batch_norm_stats.install()  # Note [Batch norm statistics as eager npu gives them]
     _extern_lowerings.install()  # Note [Lowerings that are not aten programs run as extern kernels]
     _reduce_overhead.install()  # mode="reduce-overhead": NPUGraphs
     _registered = True

@@ -511,8 +511,9 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     mapping = _buffer_fx_map()
     available: dict[torch.fx.Node, str] = {}
     for name in read_names:
-        if name in mapping:
-            available.setdefault(_value_source(mapping[name]), name)
+        fx = _read_origin(name, mapping)
+        if fx is not None:
+            available.setdefault(_value_source(fx), name)
     unlisted: dict[torch.fx.Node, str] = {}
     for name in unlisted_inputs:
         if name in mapping and _value_source(mapping[name]) not in available:
@@ -550,6 +551,11 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             need(source, depth + 1)  # Note [Values passed through control dependencies]
         elif n.op != "call_function":
             raise UnmappableGroup(f"{n.format_node()} is not among the group's inputs")
+        elif _empty_shape(n) is not None:
+            # Note [Empty values a group does not read]: also those it
+            # computes, whose ops torch-mlir may not lower for no elements.
+            body.append(n)
+            empties.add(n)
         elif (n not in origins and n not in outputs and _op_name(n) not in _VIEW_OPS
               and n.target is not operator.getitem):
             if n in available:
@@ -596,13 +602,13 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     for i, n in enumerate(body):
         names[n] = f"v{i}"
         as_bool[n] = f"torch.ops.aten.ne.Scalar(v{i}, 0)" if _is_bool(n) else f"v{i}"
-        if n.target is operator.getitem:
-            lines.append(f"    v{i} = {names[n.args[0]]}[{int(n.args[1])}]")
-            continue
         if n in empties:
             dtype = torch.uint8 if _is_bool(n) else n.meta["val"].dtype  # Note [Bool values of a program in bytes]
             lines.append(f"    v{i} = torch.ops.aten.empty.memory_format({_empty_shape(n)}, dtype={dtype}, "
                          "device=_device)")
+            continue
+        if n.target is operator.getitem:
+            lines.append(f"    v{i} = {names[n.args[0]]}[{int(n.args[1])}]")
             continue
         # ``op``: ``n`` with the overload it calls (``n`` stays the key of names).
         op = _with_overload(n) if isinstance(n.target, torch._ops.OpOverloadPacket) else n
@@ -637,6 +643,35 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
 
 
+# Note [Reads of a buffer written through a view]
+# A buffer that writes a view of another (Note [Writes into a view of a
+# buffer] in _scheduling.py: diagonal_scatter reinplaced as a clone and a
+# copy_ into its diagonal) holds, as its own value, what it writes (the
+# copy_'s source, of the view's shape); but a group that reads it after the
+# write reads the whole base with the view overwritten, under the
+# mutation's name (the wrapper passes the base). In the graph that value is
+# the base's FX node (``mul(clone, ...)`` after ``copy_(diagonal(clone),
+# src)``), so such a read is matched with the base's node: matched with the
+# copy_'s source, the program recomputed the base from the graph's inputs
+# without the write (or failed when those were not at hand).
+def _read_origin(name: str, mapping: dict[str, torch.fx.Node]) -> torch.fx.Node | None:
+    """The FX node whose value a group that reads buffer ``name`` sees
+    (Note [Reads of a buffer written through a view])."""
+    from torch._inductor import ir
+
+    try:
+        layout = V.graph.get_buffer(name).get_layout()
+    except Exception:  # a graph input or a name without a buffer
+        layout = None
+    if isinstance(layout, ir.MutationLayoutSHOULDREMOVE):
+        target = layout.target
+        while isinstance(target, ir.MutableBox):
+            target = target.data
+        if isinstance(target, ir.BaseView):
+            return mapping.get(layout.get_buffer().get_name())
+    return mapping.get(name)
+
+
 # Note [Empty values a group does not read]
 # Inductor computes nothing for a tensor without elements: the sum of an
 # empty tensor is a constant, and the empty tensor's own buffer is written
@@ -644,7 +679,10 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
 # a value through the aten ops of its origins (``sum(mul(x, y))`` with ``x``
 # and ``y`` empty) neither computes nor reads it, yet needs only its shape
 # and dtype: the program creates it empty, and so does not need the inputs
-# it was computed from.
+# it was computed from. The same holds for an empty value the group does
+# compute: the program creates it empty too, which also keeps ops of no
+# elements from torch-mlir (it divides by the element count when it lowers
+# the reshape of an empty iota to [1, 0, 3]: SIGFPE, the process died).
 def _empty_shape(node: torch.fx.Node) -> list[int] | None:
     """The shape of ``node``'s value when that is a tensor without elements
     (of static shape), else None."""
