@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import statistics
 import sys
@@ -97,15 +98,18 @@ def breakdown(compiled: bool, steps: int) -> tuple[list[tuple[str, float]], tupl
     run = torch.compile(model) if compiled else model
 
     def step() -> None:
+        # Outside the timed steps no dispatch mode is entered: the mode's
+        # Python call per op would make the uninstrumented steps host-bound.
+        timed_ops = _AtenOps(recorder) if recorder.on else contextlib.nullcontext()
         opt.zero_grad(set_to_none=True)
         if compiled:
             # the compiled graphs' kernels are timed by their launches; a
             # dispatch mode around them would make Dynamo fall back to eager
             run(x).square().mean().backward()
-            with _AtenOps(recorder):
+            with timed_ops:
                 opt.step()
         else:
-            with _AtenOps(recorder):
+            with timed_ops:
                 run(x).square().mean().backward()
                 opt.step()
 
