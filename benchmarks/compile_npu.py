@@ -76,6 +76,15 @@ class Block(torch.nn.Module):
         return x + self.mlp(self.n2(x))
 
 
+def _training_step(model, opt: torch.optim.Optimizer, x: torch.Tensor):
+    """One training step of ``model`` (eager or compiled) as a callable."""
+    def run() -> None:
+        opt.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+        opt.step()
+    return run
+
+
 def training() -> None:
     torch.manual_seed(0)
     model = Block().to("npu")
@@ -83,11 +92,7 @@ def training() -> None:
     x = torch.randn(8, 64, 128, device="npu")
 
     def step(m):
-        def run():
-            opt.zero_grad(set_to_none=True)
-            m(x).square().mean().backward()
-            opt.step()
-        return run
+        return _training_step(m, opt, x)
 
     compiled_model = torch.compile(model)
     timed(step(compiled_model), torch.npu.synchronize, 1, repeats=1)  # compiles
@@ -133,11 +138,7 @@ def _training_on_cpu() -> tuple[float, float]:
     x = torch.randn(8, 64, 128)
 
     def step(m):
-        def run():
-            opt.zero_grad(set_to_none=True)
-            m(x).square().mean().backward()
-            opt.step()
-        return run
+        return _training_step(m, opt, x)
 
     compiled_model = torch.compile(model)
     step(compiled_model)()  # compiles
