@@ -44,10 +44,16 @@ def _builtin(shape: str, element: str) -> str:
     return f"tensor<{dims}x{element}>" if dims else f"tensor<{element}>"
 
 
+def _is_bitcast(view: re.Match) -> bool:
+    """Whether a matched ``view.dtype`` keeps the shape and the element
+    width: a bitcast per element."""
+    _, _, shape, element, new_shape, new_element = view.groups()
+    return shape == new_shape and _WIDTHS.get(element) == _WIDTHS.get(new_element) is not None
+
+
 def has_bitcasts(text: str) -> bool:
     """Whether a module's text has a same-width ``view.dtype`` to rewrite."""
-    return any(m.group(3) == m.group(5) and _WIDTHS.get(m.group(4)) == _WIDTHS.get(m.group(6)) is not None
-               for m in _VIEW_DTYPE.finditer(text))
+    return any(_is_bitcast(m) for m in _VIEW_DTYPE.finditer(text))
 
 
 def rewrite(module: Any) -> Any:
@@ -61,9 +67,9 @@ def rewrite(module: Any) -> Any:
 
     def replace(m: re.Match) -> str:
         nonlocal count
-        result, source, shape, element, new_shape, new_element = m.groups()
-        if shape != new_shape or _WIDTHS.get(element) != _WIDTHS.get(new_element) or element not in _WIDTHS:
+        if not _is_bitcast(m):
             return m.group(0)
+        result, source, shape, element, new_shape, new_element = m.groups()
         count += 1
         name = f"%npu_bitcast{count}"
         before, after = _builtin(shape, element), _builtin(new_shape, new_element)

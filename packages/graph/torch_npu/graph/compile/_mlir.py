@@ -2,8 +2,8 @@
 
 Pipeline: torch-mlir imports the program (torch.export) as
 linalg-on-tensors (through its backend IR, where same-width ``view.dtype``
-becomes a bitcast: Note [Bitcasts torch-mlir does not lower], _bitcasts.py); elementwise linalg ops are fused; one-shot bufferization
-gives memrefs with the identity layout (contiguous tensors), results become
+becomes a bitcast: Note [Bitcasts torch-mlir does not lower], _bitcasts.py);
+elementwise linalg ops are fused; one-shot bufferization gives memrefs with the identity layout (contiguous tensors), results become
 output arguments (buffer-results-to-out-params) and temporaries are freed
 (buffer-deallocation-pipeline); linalg becomes affine loops, whose bool
 buffers become byte buffers (Note [Bool buffers of a kernel in bytes],
