@@ -77,6 +77,16 @@ def _cann_row_tests(args: argparse.Namespace) -> int:
     return 0
 
 
+def _torch_free_tests(args: argparse.Namespace) -> int:
+    """The test folders a row of another torch skips (Note [What another
+    torch's row runs])."""
+    from .torch_reach import torch_free_folders
+
+    for path in torch_free_folders(args.test_dirs):
+        print(path)
+    return 0
+
+
 def _record(args: argparse.Namespace) -> int:
     matrix = load()
     torch, cann, python = args.torch, args.cann, args.python
@@ -109,6 +119,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     reach.add_argument("reach_log", help="the default row's NPU_SIM_CANN_REACH_LOG")
     reach.add_argument("test_dirs", nargs="+", help="the test folders of the tree")
     reach.set_defaults(fn=_cann_row_tests)
+    free = sub.add_parser("torch-free-tests", help="print the test folders that never import torch "
+                          "(a row of another torch skips them)")
+    free.add_argument("test_dirs", nargs="+", help="the test folders of the tree")
+    free.set_defaults(fn=_torch_free_tests)
     rec = sub.add_parser("record", help="record a passing run of a row, then render")
     rec.add_argument("--torch", required=True)
     rec.add_argument("--cann", required=True)

@@ -18,7 +18,9 @@ everything. Which tests ask is derived at each CI run, never written down:
   collected names that module or folder; one asked outside any node makes
   the rows run everything.
 * Test sources that name CANN's version or features themselves (they set
-  NPU_SIM_CANN_VERSION, read the version, ...) run too, whatever the log says.
+  NPU_SIM_CANN_VERSION, read the version, ...) run too, whatever the log says;
+  a helper module or conftest that names them brings its whole folder, unless
+  the line says it asks nothing (NOT_A_QUESTION).
 
 So a test that starts using a gated feature is in the CANN rows at the next
 run without anyone editing a list. What the log cannot see: a child process
@@ -49,6 +51,11 @@ from .matrix import ROOT, CannVersion, Matrix
 ASKS_ABOUT_CANN = re.compile(
     r"NPU_SIM_CANN_VERSION|GetCANNVersion|cann_version|cann_feature|_backend_info|collect_env"
 )
+# A source line that names CANN's version or features without asking (a
+# declaration, a variable a runner strips from its children's environment)
+# carries this marker, so that a helper module does not put its whole folder
+# in every CANN row.
+NOT_A_QUESTION = "cann-reach: not a question"
 # Where ./dev test has the simulator and torch_npu log the questions asked.
 LOG_VARIABLE = "NPU_SIM_CANN_REACH_LOG"
 TAG_VARIABLE = "NPU_SIM_CANN_REACH_TAG"
@@ -87,7 +94,11 @@ def sources_asking(test_dirs: Iterable[str], root: Path = ROOT) -> Set[str]:
     found = set()
     for folder in test_dirs:
         for path in sorted((root / folder).rglob("*.py")):
-            if "__pycache__" in path.parts or not ASKS_ABOUT_CANN.search(path.read_text(errors="replace")):
+            if "__pycache__" in path.parts:
+                continue
+            text = "\n".join(line for line in path.read_text(errors="replace").splitlines()
+                             if NOT_A_QUESTION not in line)
+            if not ASKS_ABOUT_CANN.search(text):
                 continue
             test_module = path.name.startswith("test_")
             found.add(str((path if test_module else path.parent).relative_to(root)))

@@ -289,11 +289,14 @@ def test_cann_rows_run_the_tests_that_asked_about_cann(tmp_path):
         "b/tests/test_x.py": "def test_x(): ...\n",
         "c/tests/sim/_lib.py": "lib.aclsysGetCANNVersion\n",
         "c/tests/sim/test_y.py": "def test_y(): ...\n",
+        # A helper that names the version without asking leaves its folder out.
+        "d/tests/sim/_runner.py": "STRIPPED = ('NPU_SIM_CANN_VERSION',)  # cann-reach: not a question\n",
+        "d/tests/sim/test_w.py": "def test_w(): ...\n",
         "c/tests/test_z.py": "def test_z(): ...\n",
     }.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    dirs = ["a/tests", "b/tests", "c/tests"]
+    dirs = ["a/tests", "b/tests", "c/tests", "d/tests"]
     log = tmp_path / "reach.log"
     log.write_text("a/tests/test_graphs.py::test_capture[float]\tmodel_capture\n"
                    "b/tests\tvirtual_memory\n"
@@ -308,6 +311,28 @@ def test_cann_rows_run_the_tests_that_asked_about_cann(tmp_path):
     # A question outside any node (no tag): everything.
     log.write_text("\tcann_version\n")
     assert cann_row_tests(log, dirs, tmp_path) == dirs
+
+
+def test_rows_of_another_torch_skip_the_folders_that_never_import_torch(tmp_path):
+    # Note [What another torch's row runs]: a folder is skipped only when no
+    # source in it or under it imports torch or torch_npu, code run from a
+    # string in a child process included.
+    from compat.torch_reach import torch_free_folders
+
+    for name, text in {
+        "a/tests/test_ops.py": "import torch\n",
+        "a/tests/sim/conftest.py": "import ctypes\n",
+        "a/tests/sim/test_lib.py": "def test_lib(): ...\n",
+        "a/tests/sim/deep/test_more.py": "def test_more(): ...\n",
+        "a/tests/child/test_child.py": 'CODE = """\n    import torch_npu\n"""\n',
+        "b/tests/test_plugin.py": "from plugin_contract import PluginContract\n",
+        "b/tests/_helper.py": "from torch import nn\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert torch_free_folders(["a/tests", "b/tests"], tmp_path) == ["a/tests/sim"]
+    # On this tree: the simulator's tests, which load its library with ctypes.
+    assert torch_free_folders(["packages/core/tests", "tests"]) == ["packages/core/tests/simulator"]
 
 
 def test_ci_runs_one_cann_release_per_feature_set():

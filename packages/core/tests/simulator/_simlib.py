@@ -170,7 +170,7 @@ _SIGNATURES = {
     "aclrtSynchronizeEvent": (c_int, [c_void_p]),
     "aclrtEventElapsedTime": (c_int, [POINTER(c_float), c_void_p, c_void_p]),
     "aclrtGetDeviceInfo": (c_int, [c_uint32, c_int, POINTER(c_int64)]),
-    "aclsysGetCANNVersion": (c_int, [c_int, POINTER(CANNPackageVersion)]),
+    "aclsysGetCANNVersion": (c_int, [c_int, POINTER(CANNPackageVersion)]),  # cann-reach: not a question
     "aclrtReserveMemAddress": (c_int, [POINTER(c_void_p), c_size_t, c_size_t, c_void_p, c_uint64]),
     "aclrtReleaseMemAddress": (c_int, [c_void_p]),
     "aclrtMallocPhysical": (c_int, [POINTER(c_void_p), c_size_t, POINTER(PhysicalMemProp), c_uint64]),

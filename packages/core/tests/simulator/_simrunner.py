@@ -14,13 +14,15 @@ from pathlib import Path
 
 TESTS_DIR = Path(__file__).resolve().parent
 
-# Configuration the simulator reads; tests set it explicitly.
+# Configuration the simulator reads; tests set it explicitly. So a child runs
+# the default CANN release, whatever row runs the tests, unless its test sets
+# NPU_SIM_CANN_VERSION (and then names it in its own source).
 SIM_ENV_VARS = (
     "NPU_SIM_DEVICE_COUNT",
     "NPU_SIM_DEVICE_MEMORY",
     "NPU_SIM_CHECKER",
     "NPU_SIM_RACE_CHECK",
-    "NPU_SIM_CANN_VERSION",
+    "NPU_SIM_CANN_VERSION",  # cann-reach: not a question
     "NPU_SIM_SOC_NAME",
     "ASCEND_RT_VISIBLE_DEVICES",
     "NPU_SIM_HOST_ID",
