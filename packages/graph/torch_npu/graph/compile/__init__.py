@@ -23,10 +23,7 @@ How kernels are built and run, the fallback and the cache: see
 from __future__ import annotations
 
 import os
-
 from typing import Any
-
-from . import _mlir
 
 __all__ = ["MLIRKernel", "NPUKernelFallbackWarning", "kernel_cache_dir", "kernel_stats", "register"]
 
@@ -35,7 +32,9 @@ _registered = False
 
 def __getattr__(name: str) -> Any:
     # Lazily: the kernel runtime imports Inductor, which import torch_npu
-    # must not pay for.
+    # must not pay for. So does every import of this package's modules here
+    # (_mlir's brings sympy: about 0.5 s of every process's `import torch`,
+    # which loads torch_npu and its plugins).
     if name in ("MLIRKernel", "NPUKernelFallbackWarning"):
         from . import kernel
 
@@ -45,6 +44,8 @@ def __getattr__(name: str) -> Any:
 
 def kernel_cache_dir() -> str:
     """The directory of compiled npu kernels (inside Inductor's cache dir)."""
+    from . import _mlir
+
     return _mlir.cache_dir()
 
 
@@ -53,7 +54,7 @@ def kernel_stats() -> dict[str, float]:
     (corrupt entries) in this process, and the seconds spent; and of
     launches run as blocks of rows on several threads (Note [Outer-dimension
     split of MLIR kernels]), counted by the launcher: "split_launches"."""
-    from . import _launch
+    from . import _launch, _mlir
 
     return {**_mlir.stats, "split_launches": _launch.split_launches()}
 
