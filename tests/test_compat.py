@@ -350,3 +350,37 @@ def test_ci_runs_one_cann_release_per_feature_set():
     assert ci_cann_releases(matrix) == ["8.0.0", "8.1.RC1", "8.5.0"]
     matrix.features = [f for f in matrix.features if f.since not in ("8.1.RC1",)]
     assert ci_cann_releases(matrix) == ["8.0.0", "8.5.0"]
+
+
+def test_a_row_sample_runs_a_deterministic_half_and_says_so(tmp_path):
+    # Note [Rows of another torch run half the tests]: the two halves
+    # partition the tests (none lost, none run twice), the same half runs
+    # the same tests, and the summary says how many ran.
+    import os
+    import re
+    import subprocess
+
+    (tmp_path / "test_many.py").write_text(
+        "import pytest\n"
+        "@pytest.mark.parametrize('i', range(40))\n"
+        "def test_case(i):\n"
+        "    print(f'RAN {i}')\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(*args: str) -> tuple[set[int], str]:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "compat.pytest_row_sample", "-s",
+                               "-p", "no:cacheprovider", str(tmp_path), *args],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return {int(i) for i in re.findall(r"RAN (\d+)", done.stdout)}, done.stdout
+
+    first, out0 = run("--row-sample=0/2")
+    second, out1 = run("--row-sample=1/2")
+    assert first and second and not first & second and first | second == set(range(40))
+    assert run("--row-sample=0/2")[0] == first
+    assert f"row sample 0/2: ran {len(first)} of the 40 tests collected" in out0
+    assert f"{40 - len(second)} deselected" in out1
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "compat.pytest_row_sample", "-p",
+                           "no:cacheprovider", str(tmp_path), "--row-sample=2/2"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "expected K/N with 0 <= K < N" in done.stdout + done.stderr
