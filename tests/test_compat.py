@@ -276,12 +276,19 @@ def test_a_recorded_sweep_is_shown_and_goes_stale_with_the_suite(matrix, tmp_pat
     assert any("no_such_sweep" in p for p in check_runs(matrix))
 
 
+def _write_files(root: Path, files: dict[str, str]) -> None:
+    """Writes each relative path of ``files`` under ``root`` with its text."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def test_cann_rows_run_the_tests_that_asked_about_cann(tmp_path):
     # Note [What a CANN row runs]: the default row's log names the nodes that
     # asked (Note [Which tests reach CANN's features]); the rows run their files.
     from compat.cann_reach import cann_row_tests
 
-    for name, text in {
+    _write_files(tmp_path, {
         "a/tests/test_graphs.py": "def test_capture(): ...\n",
         "a/tests/test_plain.py": "def test_add(): ...\n",
         "a/tests/test_version.py": "os.environ['NPU_SIM_CANN_VERSION'] = '8.0.0'\n",
@@ -293,9 +300,7 @@ def test_cann_rows_run_the_tests_that_asked_about_cann(tmp_path):
         "d/tests/sim/_runner.py": "STRIPPED = ('NPU_SIM_CANN_VERSION',)  # cann-reach: not a question\n",
         "d/tests/sim/test_w.py": "def test_w(): ...\n",
         "c/tests/test_z.py": "def test_z(): ...\n",
-    }.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    })
     dirs = ["a/tests", "b/tests", "c/tests", "d/tests"]
     log = tmp_path / "reach.log"
     log.write_text("a/tests/test_graphs.py::test_capture[float]\tmodel_capture\n"
@@ -319,7 +324,7 @@ def test_rows_of_another_torch_skip_the_folders_that_never_import_torch(tmp_path
     # string in a child process included.
     from compat.torch_reach import torch_free_folders
 
-    for name, text in {
+    _write_files(tmp_path, {
         "a/tests/test_ops.py": "import torch\n",
         "a/tests/sim/conftest.py": "import ctypes\n",
         "a/tests/sim/test_lib.py": "def test_lib(): ...\n",
@@ -327,9 +332,7 @@ def test_rows_of_another_torch_skip_the_folders_that_never_import_torch(tmp_path
         "a/tests/child/test_child.py": 'CODE = """\n    import torch_npu\n"""\n',
         "b/tests/test_plugin.py": "from plugin_contract import PluginContract\n",
         "b/tests/_helper.py": "from torch import nn\n",
-    }.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    })
     assert torch_free_folders(["a/tests", "b/tests"], tmp_path) == ["a/tests/sim"]
     # On this tree: the simulator's tests, which load its library with ctypes.
     assert torch_free_folders(["packages/core/tests", "tests"]) == ["packages/core/tests/simulator"]
