@@ -10,6 +10,7 @@ error that carries CMake's own output when a step fails.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -43,12 +44,22 @@ def build_cmake_project(source: Path, build: Path, prefix_paths: Iterable[str], 
     ninja = _tool("ninja")
     if ninja is not None:
         options += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
+    env = None
     if shutil.which("ccache"):
         options.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+        # Paths below the folder holding both trees are hashed relative to
+        # it, so that the same project built in another temporary folder
+        # (each test run makes new ones) hits the cache; a CCACHE_BASEDIR
+        # that holds both already does that.
+        trees = [Path(source).resolve(), Path(build).resolve()]
+        common = os.path.commonpath(trees)
+        base = os.environ.get("CCACHE_BASEDIR")
+        if common != os.path.sep and not (base and os.path.commonpath([base, *trees]) == base):
+            env = {**os.environ, "CCACHE_BASEDIR": common}
     steps = (("configuring", [cmake, "-S", str(source), "-B", str(build), *options]),
              ("building", [cmake, "--build", str(build)]))
     for what, command in steps:
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise CMakeBuildError(f"{what} {source} failed (exit code {done.returncode}):\n"
                                   f"{done.stdout}{done.stderr}")
