@@ -4,8 +4,8 @@ each compared with eager npu at edge values (NaN, +-inf, +-0, negative,
 huge, tiny) and required to run without a fallback
 (NPUKernelFallbackWarning):
 
-- erfc and hypot, which torch-mlir does not lower (Note [Math torch-mlir
-  does not lower], _math.py);
+- erfc, erfinv and hypot, which torch-mlir does not lower (Note [Math
+  torch-mlir does not lower], _math.py);
 - the spellings torch-mlir folds or lowers wrongly (Note [Ops torch-mlir
   folds or lowers wrongly], _program.py): ``eq`` (amax's and amin's
   backward), bool constants kept in bytes (isfinite, isreal, isposinf,
@@ -66,6 +66,18 @@ def test_erfc_compiles_and_matches_eager(dtype):
     x = _edges(dtype)
     actual = _compiled_as_mlir(torch.erfc, x)
     torch.testing.assert_close(actual, torch.erfc(x), equal_nan=True)
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", _FLOATS, ids=str)
+def test_erfinv_compiles_and_matches_eager(dtype):
+    # Its domain is [-1, 1]: dense there, and closer and closer to +-1,
+    # where it grows without bound; outside it NaN, at +-1 +-inf.
+    ramp = torch.linspace(-1, 1, 4001, dtype=torch.float64)
+    near_one = 1 - torch.logspace(-8, -1, 141, dtype=torch.float64)
+    x = torch.cat([ramp, near_one, -near_one, torch.logspace(-40, 0, 161, dtype=torch.float64)]).to(dtype)
+    x = torch.cat([x, _edges(dtype).cpu()]).to("npu")
+    torch.testing.assert_close(_compiled_as_mlir(torch.erfinv, x), torch.erfinv(x), equal_nan=True)
 
 
 @needs_mlir
