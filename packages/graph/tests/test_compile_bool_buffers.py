@@ -80,3 +80,36 @@ def test_the_rewrite_of_a_bool_buffer():
     # Any other use: refused (the kernel then runs its aten ops eagerly).
     with pytest.raises(_byte_bools.ByteBoolsError, match="other than by affine loads and stores"):
         _byte_bools.bool_buffers_as_bytes(module + "\n    memref.copy %alloc, %x : memref<64xi1> to memref<64xi1>")
+
+
+def test_the_rewrite_of_a_reshaped_bool_buffer():
+    # Note [Reshaped views of a bool buffer]: cross-entropy's mask of kept
+    # labels, written per row and read as a column ([N] seen as [N, 1]).
+    module = "\n".join([
+        "    %alloc = memref.alloc() {alignment = 64 : i64} : memref<8xi1>",
+        "      affine.store %5, %alloc[%arg3] : memref<8xi1>",
+        "    %expand_shape_1 = memref.expand_shape %alloc [[0, 1]] output_shape [8, 1] : memref<8xi1> into "
+        "memref<8x1xi1>",
+        "        %4 = affine.load %expand_shape_1[%arg3, %arg4] : memref<8x1xi1>",
+        "    %collapse_shape = memref.collapse_shape %expand_shape_1 [[0, 1]] : memref<8x1xi1> into memref<8xi1>",
+        "      %6 = affine.load %collapse_shape[%arg3] : memref<8xi1>",
+        "    memref.dealloc %alloc : memref<8xi1>",
+    ])
+    assert _byte_bools.bool_buffers_as_bytes(module).splitlines() == [
+        "    %alloc = memref.alloc() {alignment = 64 : i64} : memref<8xi8>",
+        "      %__byte_bool0 = arith.extui %5 : i1 to i8",
+        "      affine.store %__byte_bool0, %alloc[%arg3] : memref<8xi8>",
+        "    %expand_shape_1 = memref.expand_shape %alloc [[0, 1]] output_shape [8, 1] : memref<8xi8> into "
+        "memref<8x1xi8>",
+        "        %__byte_bool1 = affine.load %expand_shape_1[%arg3, %arg4] : memref<8x1xi8>",
+        "        %4 = arith.trunci %__byte_bool1 : i8 to i1",
+        "    %collapse_shape = memref.collapse_shape %expand_shape_1 [[0, 1]] : memref<8x1xi8> into memref<8xi8>",
+        "      %__byte_bool2 = affine.load %collapse_shape[%arg3] : memref<8xi8>",
+        "      %6 = arith.trunci %__byte_bool2 : i8 to i1",
+        "    memref.dealloc %alloc : memref<8xi8>",
+    ]
+    # A reshape of an i1 memref that is not one of the kernel's buffers
+    # (an argument) is refused, as any other i1 memref is.
+    with pytest.raises(_byte_bools.ByteBoolsError):
+        _byte_bools.bool_buffers_as_bytes(
+            "    %e = memref.expand_shape %arg0 [[0, 1]] output_shape [8, 1] : memref<8xi1> into memref<8x1xi1>")

@@ -47,7 +47,7 @@ _OPS = {
     "mish": F.mish, "logit": torch.logit, "logsigmoid": F.logsigmoid, "tanhshrink": F.tanhshrink,
     "elu": F.elu, "selu": F.selu, "celu": F.celu, "softsign": F.softsign, "sinc": torch.sinc,
     "hardswish": F.hardswish, "ndtr": torch.special.ndtr, "xlogy": lambda x: torch.xlogy(x, x),
-    "erfc": torch.erfc, "hypot": lambda x: torch.hypot(x, x.flip(0)),
+    "erfc": torch.erfc, "erfinv": torch.erfinv, "hypot": lambda x: torch.hypot(x, x.flip(0)),
     # NaN must go through (Note [NaN through clamp, maximum and minimum])
     "clamp": lambda x: x.clamp(-3, 3), "clamp_min": lambda x: x.clamp_min(0), "hardtanh": F.hardtanh,
     "relu6": F.relu6, "hardsigmoid": F.hardsigmoid,
@@ -55,7 +55,7 @@ _OPS = {
 }
 # Ops torch-mlir does not lower (their kernels run eagerly, with the
 # fallback warning): still compared, compiled apart.
-_NOT_LOWERED = {"erfinv": torch.erfinv, "lgamma": torch.lgamma, "digamma": torch.digamma}
+_NOT_LOWERED = {"lgamma": torch.lgamma, "digamma": torch.digamma}
 # Ops whose domain leaves out values where eager is wrong: ATen's GELU of
 # +inf is NaN, and of 3e38 inf (its x * (1 + erf) overflows); the kernel
 # gives +inf and 3e38.

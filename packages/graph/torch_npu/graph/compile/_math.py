@@ -52,7 +52,7 @@ vectorisable aten ops:
   (the series cost its kernels 30%).
 
 Note [Math torch-mlir does not lower]
-torch-mlir has no lowering of erfc or hypot, so every kernel with one ran
+torch-mlir has no lowering of erfc, erfinv or hypot, so every kernel with one ran
 its aten ops eagerly (with the fallback warning). A program computes them
 by formulas of their own (``_SOUND_FORMS``, ``_BINARY_FORMS``), in
 vectorisable aten ops, in float32 for half-precision operands (Note
@@ -67,6 +67,15 @@ vectorisable aten ops, in float32 for half-precision operands (Note
   erfc does (x > 9.2 in float32), +inf gives 0, -inf 2, NaN NaN. Of
   float64 the fit is not accurate enough (1e-7 relative is float64's
   tolerance): its kernels still run eagerly, with the warning.
+- erfinv: by Giles' single-precision approximation ("Approximating the
+  erfinv function", GPU Computing Gems, 2011): with
+  w = -log((1 - x)(1 + x)), erfinv(x) = x * P(w - 2.5) for w < 5 and
+  x * Q(sqrt(w) - 3) beyond, P and Q polynomials of degree 8. Over a dense
+  float32 grid of (-1, 1) (and 1 - 1e-8 ... 1 - 0.1, and 1e-40 ... 1) it
+  is within float32's tolerance of eager's erfinv everywhere; +-1 give
+  +-inf (where the polynomial of an infinite w does not), |x| > 1 and NaN
+  NaN (the log of a negative). Of float64 it is not accurate enough: its
+  kernels still run eagerly, with the warning.
 - hypot: sqrt(x^2 + y^2) overflows for |x| > 1.8e19 and underflows for
   |x| < 1e-19 (float32). The program computes m * sqrt(1 + (s / m)^2) with
   m the larger and s the smaller of |x| and |y| (0 where m is 0), and +inf
@@ -121,7 +130,7 @@ _NAN_DROPPING = {"clamp": (0,), "clamp_min": (0,), "clamp_max": (0,), "maximum":
 
 # Part of a kernel's cache key (_mlir.REWRITES): the source of a program
 # names these functions, so a change to one must change this number.
-MATH_FORMS_VERSION = 3
+MATH_FORMS_VERSION = 4
 
 _LN2 = 0.6931471805599453
 # Above 2^28, asinh(x) and acosh(x) equal log(x) + ln 2 to below a float64
@@ -154,9 +163,10 @@ def math_call(node: torch.fx.Node, name: str, args: list[str], names: dict[torch
                        and not operand_value.dtype.is_complex)
     compute = _compute_dtype(op, value.dtype)
     form = _SOUND_FORMS.get(op) if len(node.args) == 1 else None
-    if op in ("erf", "erfc") and compute == torch.float64:
+    if op in ("erf", "erfc", "erfinv") and compute == torch.float64:
         # the polynomials are float32 ones; MLIR's erf of float64 calls
-        # libm, erfc of float64 runs eagerly (Note [Math torch-mlir does not lower])
+        # libm, erfc and erfinv of float64 run eagerly (Note [Math
+        # torch-mlir does not lower])
         form = None
     if not integer_operand and compute == value.dtype and form is None:
         return None
@@ -320,6 +330,32 @@ def _erfc(x: torch.Tensor) -> torch.Tensor:
     return aten.where.self(aten.lt.Scalar(x, 0), aten.rsub.Scalar(of_magnitude, 2.0), of_magnitude)
 
 
+# Giles' single-precision erfinv (Note [Math torch-mlir does not lower]):
+# the coefficients of P(w - 2.5), for w < 5, and of Q(sqrt(w) - 3), highest
+# degree first.
+_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                   -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                0.00943887047, 1.00167406, 2.83297682)
+
+
+def _polynomial(coefficients: tuple[float, ...], w: torch.Tensor) -> torch.Tensor:
+    """The polynomial of ``coefficients`` (highest degree first) at w."""
+    p = aten.add.Tensor(aten.mul.Tensor(w, coefficients[0]), coefficients[1])
+    for c in coefficients[2:]:
+        p = aten.add.Tensor(aten.mul.Tensor(p, w), c)
+    return p
+
+
+def _erfinv(x: torch.Tensor) -> torch.Tensor:
+    """erfinv for float32 (Note [Math torch-mlir does not lower])."""
+    w = aten.neg.default(aten.log.default(aten.mul.Tensor(aten.rsub.Scalar(x, 1.0), aten.add.Tensor(x, 1.0))))
+    central = _polynomial(_ERFINV_CENTRAL, aten.sub.Tensor(w, 2.5))
+    tail = _polynomial(_ERFINV_TAIL, aten.sub.Tensor(aten.sqrt.default(w), 3.0))
+    result = aten.mul.Tensor(aten.where.self(aten.lt.Scalar(w, 5.0), central, tail), x)
+    return aten.where.self(aten.eq.Scalar(aten.abs.default(x), 1.0), aten.mul.Tensor(x, math.inf), result)
+
+
 def _hypot(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """hypot without overflow or underflow (Note [Math torch-mlir does not lower])."""
     a, b = aten.abs.default(x), aten.abs.default(y)
@@ -380,9 +416,9 @@ def _sinh(x: torch.Tensor) -> torch.Tensor:
 
 
 # Note [Math MLIR expands unsoundly]: op -> the program's function computing it.
-# Note [Math torch-mlir does not lower]: erfc here too.
+# Note [Math torch-mlir does not lower]: erfc and erfinv here too.
 _SOUND_FORMS = {"asinh": "_asinh", "acosh": "_acosh", "sinh": "_sinh", "cosh": "_cosh", "erf": "_erf",
-                "erfc": "_erfc"}
+                "erfc": "_erfc", "erfinv": "_erfinv"}
 # Note [Math torch-mlir does not lower]: ops of two tensors.
 _BINARY_FORMS = {"hypot": "_hypot"}
 
@@ -390,4 +426,4 @@ _BINARY_FORMS = {"hypot": "_hypot"}
 def scope() -> dict[str, Any]:
     """The functions programs call, for the scope their source runs in."""
     return {"_erf": _erf, "_erf_of_scaled": _erf_of_scaled, "_asinh": _asinh, "_acosh": _acosh,
-            "_sinh": _sinh, "_cosh": _cosh, "_erfc": _erfc, "_hypot": _hypot}
+            "_sinh": _sinh, "_cosh": _cosh, "_erfc": _erfc, "_erfinv": _erfinv, "_hypot": _hypot}

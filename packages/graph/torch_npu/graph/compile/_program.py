@@ -373,9 +373,42 @@ def _extern_kernel_nodes() -> set[torch.fx.Node]:
     return nodes
 
 
+# Note [Half-precision sums in float32]
+# torch-mlir lowers the sum or mean of a float16 or bfloat16 tensor with an
+# accumulator of that type: once the running sum is large its ulp exceeds
+# the addends, so the sum of 300 bfloat16 values near 5 was 1376 for 1432
+# (4%, silently; cross-entropy's loss of a bfloat16 batch was off by 1%).
+# Eager npu (ATen's CPU kernels), like Inductor's own code, accumulates
+# such a sum in float32 and rounds once. A program does the same: the
+# operand is converted to float32, reduced, and the result converted back.
+_HALF_PRECISION_SUMS = {torch.ops.aten.sum.default, torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.default,
+                        torch.ops.aten.mean.dim}
+
+
+def _is_half_precision_sum(node: Any) -> bool:
+    """Whether ``node`` sums (or averages) a float16 or bfloat16 tensor into
+    a result of that dtype (Note [Half-precision sums in float32])."""
+    if node.target not in _HALF_PRECISION_SUMS or node.kwargs or not node.args:
+        return False
+    operand = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    value = node.meta.get("val")
+    return (isinstance(operand, torch.Tensor) and isinstance(value, torch.Tensor)
+            and operand.dtype in (torch.float16, torch.bfloat16) and value.dtype == operand.dtype)
+
+
 def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str]) -> str:
     """The source of one op's call, with the rewrites torch-mlir needs
     (``names``: the program's names of the values computed so far)."""
+    if _is_half_precision_sum(node):
+        # Note [Half-precision sums in float32]
+        widened = f"torch.ops.aten._to_copy.default({args[0]}, dtype=torch.float32)"
+        dtype = node.meta["val"].dtype
+        return f"torch.ops.aten._to_copy.default({_op_call(node, [widened, *args[1:]], names)}, dtype={dtype})"
+    return _op_call(node, args, names)
+
+
+def _op_call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str]) -> str:
+    """``_call`` of an op whose operands are as the program has them."""
     target = node.target
     name = f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
     exponent = node.args[1] if target is torch.ops.aten.pow.Tensor_Scalar and not node.kwargs else None
@@ -416,7 +449,7 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
 
 
 # Note [Ops torch-mlir folds or lowers wrongly]
-# Four spellings torch-mlir mishandles, each rewritten by the program into
+# Spellings torch-mlir mishandles, each rewritten by the program into
 # the same values in ops it lowers:
 #
 # - ``eq(x, x)``: torch-mlir folds it to a constant true, also for floats,
@@ -442,6 +475,21 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
 #   value: the input's value is contiguous from storage offset 0 and every
 #   position read is inside it (the kernel's inputs are contiguous tensors
 #   of their values, not their storage).
+# - ``fmod`` of a signed integer tensor by a number (Inductor's roll
+#   computes its source positions so): torch-mlir cannot legalize the
+#   number ("failed to legalize operation 'torch.constant.int'"), but
+#   lowers ``fmod`` of two tensors of signed integers to the truncating
+#   remainder eager computes. The program divides by a tensor of the
+#   number (``full_like``). Not for unsigned integers (their remainder was
+#   computed signed: 254 % 7 gave 254) nor floats (1e30 % 7 gave 0 for 1,
+#   x % inf NaN for x), nor for 0 and -1, whose division traps.
+# - ``constant_pad_nd`` with a negative pad (which crops: the backward of
+#   every padding, local_response_norm's and unfold's backward): its
+#   lowering fails on the negative offset ("expected offsets to be
+#   non-negative"). The program crops with ``slice`` first and pads the
+#   rest, the same elements. A padding of bools is computed in bytes: its
+#   bool buffer was written through a ``memref.subview``, which Note
+#   [Bool buffers of a kernel in bytes] cannot rewrite.
 def _torch_mlir_rewrite(node: Any, args: list[str]) -> str | None:
     """The source of ``node``'s call spelled so that torch-mlir lowers it
     correctly (Note [Ops torch-mlir folds or lowers wrongly]), else None."""
@@ -460,7 +508,61 @@ def _torch_mlir_rewrite(node: Any, args: list[str]) -> str | None:
         return f"torch.ops.aten._to_copy.default({name}({', '.join(converted + keywords)}), dtype={value.dtype})"
     if target is torch.ops.aten.as_strided_copy.default and _as_strided_reads_inside(node):
         return f"torch.ops.aten.clone.default(torch.ops.aten.as_strided.default({', '.join(args)}))"
+    if target is torch.ops.aten.fmod.Scalar and _divides_signed_integers(node):
+        return f"torch.ops.aten.fmod.Tensor({args[0]}, torch.ops.aten.full_like.default({args[0]}, {args[1]}))"
+    if target is torch.ops.aten.constant_pad_nd.default:
+        return _cropped_then_padded(node, args)
     return None
+
+
+def _divides_signed_integers(node: Any) -> bool:
+    """Whether ``fmod.Scalar`` ``node`` divides a tensor of signed integers
+    by a number of its dtype other than 0 and -1 (Note [Ops torch-mlir
+    folds or lowers wrongly])."""
+    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    divisor = node.args[1] if len(node.args) == 2 else None
+    if (not isinstance(source, torch.Tensor) or source.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64)
+            or not isinstance(divisor, int) or isinstance(divisor, bool) or divisor in (0, -1)):
+        return False
+    info = torch.iinfo(source.dtype)
+    return info.min <= divisor <= info.max
+
+
+def _cropped_then_padded(node: Any, args: list[str]) -> str | None:
+    """The source of ``constant_pad_nd`` ``node`` with its negative pads as
+    slices and the rest as a padding, and of bools in bytes (Note [Ops
+    torch-mlir folds or lowers wrongly]), or None where it needs neither,
+    its shapes are not static or it crops a dimension to nothing."""
+    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    pads = node.args[1] if len(node.args) > 1 else None
+    fill = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0)
+    if (not isinstance(source, torch.Tensor) or not isinstance(pads, (list, tuple)) or len(pads) % 2
+            or not all(isinstance(p, int) for p in pads) or len(pads) // 2 > source.dim()
+            or not all(isinstance(n, int) for n in source.shape)):
+        return None
+    in_bytes = source.dtype == torch.bool
+    if not in_bytes and min(pads, default=0) >= 0:
+        return None
+    if in_bytes and not isinstance(fill, (bool, int, float)):
+        return None
+    cropped = f"torch.ops.aten._to_copy.default({args[0]}, dtype=torch.uint8)" if in_bytes else args[0]
+    for i in range(len(pads) // 2):
+        dim = source.dim() - 1 - i
+        before, after = pads[2 * i], pads[2 * i + 1]
+        start, end = max(-before, 0), source.shape[dim] - max(-after, 0)
+        if end <= start:
+            return None  # all cropped: torch-mlir's padding of nothing fails too
+        if start > 0 or end < source.shape[dim]:
+            cropped = f"torch.ops.aten.slice.Tensor({cropped}, {dim}, {start}, {end})"
+    padding = [max(p, 0) for p in pads]
+    if not any(padding):
+        result = f"torch.ops.aten.clone.default({cropped})"
+    elif in_bytes:
+        result = f"torch.ops.aten.constant_pad_nd.default({cropped}, {padding}, {int(bool(fill))})"
+    else:
+        rest = ", ".join(args[2:])
+        result = f"torch.ops.aten.constant_pad_nd.default({cropped}, {padding}{', ' + rest if rest else ''})"
+    return f"torch.ops.aten.ne.Scalar({result}, 0)" if in_bytes else result
 
 
 def _as_strided_reads_inside(node: Any) -> bool:
