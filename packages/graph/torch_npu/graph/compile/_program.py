@@ -30,7 +30,7 @@ import torch
 import torch.fx
 from torch._inductor.virtualized import V
 
-from . import _lanes, _math
+from . import _half_sums, _lanes, _math
 
 
 class UnmappableGroup(Exception):
@@ -428,6 +428,12 @@ def _op_call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, st
     if _is_reduction_of_a_scalar(node):
         # Note [Reductions of a 0-d tensor]
         return f"torch.ops.aten._to_copy.default({args[0]}, dtype={value.dtype})"
+    if _half_sums.accumulates_in_half(node):
+        # Note [Half-precision reductions accumulate in float32]
+        wide = _half_sums.float32_arguments(node, args)
+        call = (_lanes.lane_reduction_call(wide, node) if _lanes.is_lane_reduction(node)
+                else f"{name}({', '.join(wide)})")
+        return f"torch.ops.aten._to_copy.default({call}, dtype={value.dtype})"
     if _lanes.is_lane_reduction(node):
         # Note [Innermost reductions in lanes]
         return _lanes.lane_reduction_call(args, node)
@@ -740,8 +746,12 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             results.append(_named(o, as_bool))
     symbols = list(printer.symbols)
     params = [names[n] for n in inputs] + symbols + ["_device"]
-    result = ", ".join(results)
-    source = "\n".join([f"def program({', '.join(params)}):", *lines, f"    return ({result},)", ""])
+    # A group may leave nothing the graph reads: the checks of
+    # _assert_async, which Inductor drops, of a 0-d input (one_hot's class
+    # bounds) keep their group, with no output. Its program returns nothing
+    # ("return (,)" did not parse).
+    returned = f"    return ({', '.join(results)},)" if results else "    return ()"
+    source = "\n".join([f"def program({', '.join(params)}):", *lines, returned, ""])
     return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
 
 

@@ -1,0 +1,119 @@
+"""Minimal cases of what the float16, bfloat16 and int64 runs of the wide
+compiled OpInfo scan (test_compile_opinfo_full.py) found, each compiled and
+compared with eager npu:
+
+- native_layer_norm's saved mean and inverse standard deviation are of the
+  input's dtype, as eager npu (the CPU kernel) gives them; the compiled
+  graph gave float32 statistics of float16 and bfloat16 inputs (the CUDA
+  dtype), silently (Note [Layer norm statistics as eager npu gives them]);
+- sums, means, variances and average pools of float16 and bfloat16
+  accumulate in float32, as eager does; the program accumulated in the half
+  type (4096 bfloat16 ones summed to 256; var and avg_pool2d of the scan's
+  bfloat16 samples were 2% and 4% off), silently (Note [Half-precision
+  reductions accumulate in float32]);
+- one_hot of a 0-d int64 tensor compiles: the group of its dropped class
+  checks has no output, and its program ("return (,)") did not parse.
+
+Inputs are made inside each test: npu tensors made at import stay
+allocated for the whole session.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+
+from torch_npu.graph.compile import _mlir
+
+needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
+
+
+def _layer_norm_inputs(dtype: torch.dtype) -> list[torch.Tensor]:
+    # The scan's sample: a [1, 2, 3] input normalised over all of it.
+    x = torch.tensor([[[-4.3672, -7.0391, -6.8438], [-8.3594, 3.7168, -0.9805]]])
+    weight = torch.linspace(-1.5, 2.0, 6).reshape(1, 2, 3)
+    bias = torch.linspace(0.5, -0.75, 6).reshape(1, 2, 3)
+    return [t.to(dtype).to("npu") for t in (x, weight, bias)]
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_native_layer_norm_statistics_as_eager(dtype: torch.dtype) -> None:
+    def fn(x, weight, bias):
+        return torch.native_layer_norm(x, (1, 2, 3), weight, bias, 1e-5)
+
+    inputs = _layer_norm_inputs(dtype)
+    expected = fn(*inputs)
+    torch._dynamo.reset()
+    actual = torch.compile(fn, dynamic=False)(*inputs)
+    assert [(t.shape, t.dtype) for t in actual] == [(t.shape, t.dtype) for t in expected]
+    assert actual[1].dtype == dtype and actual[2].dtype == dtype
+    tolerance = 1.6e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5
+    torch.testing.assert_close(actual, expected, atol=tolerance, rtol=tolerance)
+
+
+@needs_mlir
+def test_layer_norm_gradients_with_half_statistics() -> None:
+    # The backward reads the saved statistics, now float16: it still
+    # compiles and agrees with eager npu.
+    def fn(x, weight, bias):
+        out = F.layer_norm(x, (3,), weight, bias)
+        return torch.autograd.grad(out.float().pow(2).sum(), (x, weight, bias))
+
+    x, weight, bias = _layer_norm_inputs(torch.float16)
+    inputs = [x, weight.reshape(-1)[:3].clone(), bias.reshape(-1)[:3].clone()]
+    for t in inputs:
+        t.requires_grad_(True)
+    expected = fn(*inputs)
+    torch._dynamo.reset()
+    actual = torch.compile(fn, dynamic=False)(*inputs)
+    assert [t.dtype for t in actual] == [t.dtype for t in expected]
+    torch.testing.assert_close(actual, expected, atol=2e-2, rtol=2e-2)
+
+
+def _compiled_and_eager(fn, *inputs):
+    expected = fn(*inputs)
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=False)(*inputs), expected
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_sums_accumulate_in_float32(dtype: torch.dtype) -> None:
+    ones = torch.ones(4096, dtype=dtype).to("npu")
+    actual, expected = _compiled_and_eager(lambda x: (x.sum(), (x * 3).sum(), x.cumsum(0)[-1]), ones)
+    assert [t.item() for t in expected] == [4096.0, 12288.0, 4096.0]
+    assert [t.dtype for t in actual] == [dtype] * 3
+    torch.testing.assert_close(actual, expected, atol=0.0, rtol=0.0)
+
+
+def _scan_values(dtype: torch.dtype, *shape: int) -> torch.Tensor:
+    # Values in [-9, 9] as OpInfo's samples make them, not exact in dtype.
+    count = math.prod(shape)
+    return (torch.sin(torch.arange(count, dtype=torch.float64) * 1.7) * 9).reshape(shape).to(dtype).to("npu")
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_variance_and_average_pool_as_eager(dtype: torch.dtype) -> None:
+    # Values around 5 (var: a sum of squares far above each square, below
+    # float16's largest value) and
+    # around 60 in 8 x 8 windows (avg_pool2d: window sums far above each
+    # value), where sums in the half type lose most digits.
+    x = _scan_values(dtype, 16, 32) + 5
+    actual, expected = _compiled_and_eager(lambda x: (torch.var(x), torch.var_mean(x, 1), torch.masked.var(x)), x)
+    torch.testing.assert_close(actual, expected, atol=1.6e-2, rtol=1.6e-2)
+    images = _scan_values(dtype, 1, 3, 16, 16) + 60
+    actual, expected = _compiled_and_eager(lambda x: F.avg_pool2d(x, 8, 4), images)
+    torch.testing.assert_close(actual, expected, atol=1.6e-2, rtol=1.6e-2)
+
+
+@needs_mlir
+def test_one_hot_of_a_0d_tensor() -> None:
+    actual, expected = _compiled_and_eager(lambda x: F.one_hot(x, num_classes=10), torch.tensor(4).to("npu"))
+    assert actual.dtype == torch.int64 and actual.shape == (10,)
+    assert torch.equal(actual.cpu(), expected.cpu())
