@@ -15,8 +15,8 @@ huge, tiny) and required to run without a fallback
 - cross-entropy with ignored labels (and label smoothing, weights, every
   reduction), forward and backward, and cumprod's backward, whose bool
   masks are read through reshapes (Note [Reshaped views of a bool buffer],
-  _byte_bools.py), in half precision too (Note [Half-precision sums in
-  float32], _program.py);
+  _byte_bools.py), in half precision too (Note [Half-precision reductions
+  accumulate in float32], _half_sums.py);
 - roll (fmod of integers by a number), and paddings that crop (the
   backward of F.pad, local_response_norm and F.unfold) or pad bools (Note
   [Ops torch-mlir folds or lowers wrongly]).
@@ -306,7 +306,7 @@ def test_half_precision_cross_entropy_compiles(dtype, option, shape):
 @needs_mlir
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_half_precision_sums_accumulate_in_float32(dtype):
-    # Note [Half-precision sums in float32]: a bfloat16 accumulator gave
+    # Note [Half-precision reductions accumulate in float32]: a bfloat16 accumulator gave
     # 1376 for the 1432 eager gives (which accumulates in float32).
     torch.manual_seed(0)
     x = (torch.rand(300, dtype=torch.float64) * 10).to(dtype).to("npu")

@@ -373,42 +373,9 @@ def _extern_kernel_nodes() -> set[torch.fx.Node]:
     return nodes
 
 
-# Note [Half-precision sums in float32]
-# torch-mlir lowers the sum or mean of a float16 or bfloat16 tensor with an
-# accumulator of that type: once the running sum is large its ulp exceeds
-# the addends, so the sum of 300 bfloat16 values near 5 was 1376 for 1432
-# (4%, silently; cross-entropy's loss of a bfloat16 batch was off by 1%).
-# Eager npu (ATen's CPU kernels), like Inductor's own code, accumulates
-# such a sum in float32 and rounds once. A program does the same: the
-# operand is converted to float32, reduced, and the result converted back.
-_HALF_PRECISION_SUMS = {torch.ops.aten.sum.default, torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.default,
-                        torch.ops.aten.mean.dim}
-
-
-def _is_half_precision_sum(node: Any) -> bool:
-    """Whether ``node`` sums (or averages) a float16 or bfloat16 tensor into
-    a result of that dtype (Note [Half-precision sums in float32])."""
-    if node.target not in _HALF_PRECISION_SUMS or node.kwargs or not node.args:
-        return False
-    operand = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
-    value = node.meta.get("val")
-    return (isinstance(operand, torch.Tensor) and isinstance(value, torch.Tensor)
-            and operand.dtype in (torch.float16, torch.bfloat16) and value.dtype == operand.dtype)
-
-
 def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str]) -> str:
     """The source of one op's call, with the rewrites torch-mlir needs
     (``names``: the program's names of the values computed so far)."""
-    if _is_half_precision_sum(node):
-        # Note [Half-precision sums in float32]
-        widened = f"torch.ops.aten._to_copy.default({args[0]}, dtype=torch.float32)"
-        dtype = node.meta["val"].dtype
-        return f"torch.ops.aten._to_copy.default({_op_call(node, [widened, *args[1:]], names)}, dtype={dtype})"
-    return _op_call(node, args, names)
-
-
-def _op_call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str]) -> str:
-    """``_call`` of an op whose operands are as the program has them."""
     target = node.target
     name = f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
     exponent = node.args[1] if target is torch.ops.aten.pow.Tensor_Scalar and not node.kwargs else None
