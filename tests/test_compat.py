@@ -387,3 +387,14 @@ def test_a_row_sample_runs_a_deterministic_half_and_says_so(tmp_path):
                            "no:cacheprovider", str(tmp_path), "--row-sample=2/2"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "expected K/N with 0 <= K < N" in done.stdout + done.stderr
+
+
+def test_the_simulator_folder_asks_about_cann_only_in_its_test_modules():
+    # Note [What a CANN row runs]: a helper module or conftest of the
+    # simulator's tests that names CANN's version or features (outside a line
+    # marked as not a question) would put the whole folder in every CANN row.
+    from compat.cann_reach import sources_asking
+
+    asking = sources_asking(["packages/core/tests"], ROOT)
+    assert "packages/core/tests/simulator" not in asking
+    assert "packages/core/tests/simulator/test_sim_config.py" in asking

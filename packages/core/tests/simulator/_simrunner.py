@@ -16,7 +16,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 
 # Configuration the simulator reads; tests set it explicitly. So a child runs
 # the default CANN release, whatever row runs the tests, unless its test sets
-# NPU_SIM_CANN_VERSION (and then names it in its own source).
+# the release itself (and then names the variable in its own source).
 SIM_ENV_VARS = (
     "NPU_SIM_DEVICE_COUNT",
     "NPU_SIM_DEVICE_MEMORY",
