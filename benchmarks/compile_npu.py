@@ -15,7 +15,7 @@ import time
 
 import torch
 import torch_npu  # noqa: F401
-from torch_npu.graph import compile as npu_compile
+from torch_npu.graph.compile import _mlir
 
 
 def chain(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -174,7 +174,7 @@ def compile_times() -> None:
 
 
 if __name__ == "__main__":
-    print(f"torch {torch.__version__}, torch-mlir {npu_compile._mlir.torch_mlir_version()}")
+    print(f"torch {torch.__version__}, torch-mlir {_mlir.torch_mlir_version()}")
     pointwise()
     training()
     compile_times()
