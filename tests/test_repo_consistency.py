@@ -32,3 +32,25 @@ def test_every_package_has_a_readme_naming_it():
 def test_scripts_are_executable():
     for script in ("dev", ".ci/run"):
         assert os.access(ROOT / script, os.X_OK), script
+
+
+def test_every_note_is_in_the_architecture_map():
+    # ARCHITECTURE.md's table of Notes is where a newcomer looks a decision
+    # up: a Note defined in the sources (a comment or docstring line that
+    # starts with it) and missing from the table fails here.
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    definition = re.compile(r"^\s*(?:#|//|\*)?\s*Note \[([^\]]+)\]", re.MULTILINE)
+    suffixes = {".py", ".h", ".cpp"}
+    defined = {}
+    for folder in ("packages", "compat", "tests", "benchmarks"):
+        for path in (root / folder).rglob("*"):
+            if path.suffix in suffixes and not {"build", ".venv", "__pycache__"} & set(path.parts):
+                for title in definition.findall(path.read_text(errors="replace")):
+                    defined.setdefault(title, path.relative_to(root))
+    for title in definition.findall((root / "conftest.py").read_text()):
+        defined.setdefault(title, "conftest.py")
+    architecture = (root / "ARCHITECTURE.md").read_text()
+    missing = sorted(f"[{title}] ({path})" for title, path in defined.items() if f"[{title}]" not in architecture)
+    assert not missing, "Notes missing from ARCHITECTURE.md's table: " + ", ".join(missing)
