@@ -45,8 +45,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if option is None:
         return
     k, n = _sample(option)
-    kept = [item for item in items if in_sample(item.nodeid, k, n)]
-    left = [item for item in items if not in_sample(item.nodeid, k, n)]
+    kept, left = [], []
+    for item in items:
+        (kept if in_sample(item.nodeid, k, n) else left).append(item)
     if left:
         config.hook.pytest_deselected(items=left)
     config.stash[_COUNTS] = (len(kept), len(items), option)

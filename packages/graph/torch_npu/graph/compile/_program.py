@@ -492,7 +492,7 @@ def _divides_signed_integers(node: Any) -> bool:
     """Whether ``fmod.Scalar`` ``node`` divides a tensor of signed integers
     by a number of its dtype other than 0 and -1 (Note [Ops torch-mlir
     folds or lowers wrongly])."""
-    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    source = _meta_value(node.args[0])
     divisor = node.args[1] if len(node.args) == 2 else None
     if (not isinstance(source, torch.Tensor) or source.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64)
             or not isinstance(divisor, int) or isinstance(divisor, bool) or divisor in (0, -1)):
@@ -506,7 +506,7 @@ def _cropped_then_padded(node: Any, args: list[str]) -> str | None:
     slices and the rest as a padding, and of bools in bytes (Note [Ops
     torch-mlir folds or lowers wrongly]), or None where it needs neither,
     its shapes are not static or it crops a dimension to nothing."""
-    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    source = _meta_value(node.args[0])
     pads = node.args[1] if len(node.args) > 1 else None
     fill = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0)
     if (not isinstance(source, torch.Tensor) or not isinstance(pads, (list, tuple)) or len(pads) % 2
@@ -542,7 +542,7 @@ def _as_strided_reads_inside(node: Any) -> bool:
     """Whether as_strided_copy ``node`` reads only elements of its input's
     value, which is contiguous from storage offset 0 (Note [Ops torch-mlir
     folds or lowers wrongly])."""
-    source = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    source = _meta_value(node.args[0])
     if not isinstance(source, torch.Tensor) or len(node.args) < 3 or node.kwargs:
         return False
     size, stride = node.args[1], node.args[2]
@@ -848,8 +848,14 @@ def _bool_constant_bytes(node: Any) -> str | None:
     return f"torch.ops.aten._to_copy.default(torch.ops.aten.{compare}.Scalar({positions}, 0), dtype=torch.uint8)"
 
 
+def _meta_value(arg: Any) -> Any:
+    """The value (a fake tensor, a symbol, ...) an FX node argument stands
+    for; None for a constant argument."""
+    return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+
+
 def _is_bool(node: Any) -> bool:
-    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    value = _meta_value(node)
     return isinstance(value, torch.Tensor) and value.dtype == torch.bool
 
 
