@@ -1,10 +1,13 @@
-"""Collectives of the hccl backend inside a captured NPUGraph (torch-npu-graph
-with torch-npu-distributed): the communicator stream joins the capture
-through the collective's events, and each replay runs the collective again
-with the peers' new data."""
+"""Collectives of the hccl backend in graph mode (torch-npu-graph with
+torch-npu-distributed): inside a captured NPUGraph, where the communicator
+stream joins the capture through the collective's events and each replay
+runs the collective again with the peers' new data; and in torch.compile,
+where the functional collectives (DTensor's, tensor parallelism's) run
+between compiled kernels (Note [Buffers of functional collectives])."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
@@ -14,7 +17,7 @@ import pytest
 
 import torch_npu
 
-pytestmark = pytest.mark.skipif(
+needs_capture = pytest.mark.skipif(
     not torch_npu._C._npu_is_capture_supported(),
     reason="the emulated CANN release has no model capture (8.1.RC1 and later)")
 
@@ -43,9 +46,10 @@ dist.destroy_process_group()
 """
 
 
-def test_all_reduce_and_all_gather_replay_with_new_data(tmp_path: Path) -> None:
+def run_ranks(tmp_path: Path, source: str, timeout: float) -> list[list[str]]:
+    """Runs ``source`` as 2 ranks of one hccl job; their stdout lines."""
     script = tmp_path / "rank.py"
-    script.write_text(textwrap.dedent(RANK))
+    script.write_text(textwrap.dedent(source))
     store = tmp_path / "store"
     procs = [subprocess.Popen([sys.executable, str(script), str(rank), "2", str(store)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -53,12 +57,18 @@ def test_all_reduce_and_all_gather_replay_with_new_data(tmp_path: Path) -> None:
     outputs = []
     try:
         for rank, proc in enumerate(procs):
-            out, err = proc.communicate(timeout=120)
+            out, err = proc.communicate(timeout=timeout)
             assert proc.returncode == 0, f"rank {rank} failed:\n{out}\n{err}"
             outputs.append(out.splitlines())
     finally:
         for proc in procs:
             proc.kill()
+    return outputs
+
+
+@needs_capture
+def test_all_reduce_and_all_gather_replay_with_new_data(tmp_path: Path) -> None:
+    outputs = run_ranks(tmp_path, RANK, timeout=120)
     for step in range(3):
         # x is rank + step + 1 on each rank: y = 2 * (1 + 2 + 2 * step).
         total = 2.0 * (3 + 2 * step)
@@ -66,3 +76,91 @@ def test_all_reduce_and_all_gather_replay_with_new_data(tmp_path: Path) -> None:
         expected = f"{step} {[total] * 4} {8 * total + 4.0}"
         assert outputs[0][step] == expected
         assert outputs[1][step] == expected
+
+
+COMPILED_RANK = """\
+import sys, warnings
+import torch, torch_npu
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
+
+rank, world = int(sys.argv[1]), int(sys.argv[2])
+torch.npu.set_device(rank)
+dist.init_process_group("hccl", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=world)
+dev = torch.device("npu", rank)
+group = dist.group.WORLD
+warnings.simplefilter("ignore", FutureWarning)  # funcol's renamed all_gather / reduce_scatter
+
+# Every in-place and out-of-place functional collective, each between
+# kernels that compute its input and read its result.
+def collectives(x):
+    s = funcol.all_reduce(x * 2, "sum", group)
+    m = funcol.all_reduce(x + 1, "max", group)
+    g = funcol.all_gather_tensor(x.relu(), 0, group)
+    r = funcol.reduce_scatter_tensor(x * 3, "sum", 0, group)
+    a = funcol.all_to_all_single(x - 1, None, None, group)
+    b = funcol.broadcast(x * 5, 1, group)
+    c1, c2 = funcol.all_reduce_coalesced([x * 7, x.exp()], "sum", group)
+    return s.relu() + 1, m * 2, g.sum(0, keepdim=True) + s[:1], r.neg(), a * a, b + 1, c1 - c2
+
+torch.manual_seed(0)
+x = torch.randn(4, 6, device=dev) + rank
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", NPUKernelFallbackWarning)
+    compiled = torch.compile(collectives)(x)
+eager = collectives(x)
+print("collectives", [round((c - e).abs().max().item(), 6) for c, e in zip(compiled, eager)], flush=True)
+print("fallbacks", [str(w.message) for w in caught if issubclass(w.category, NPUKernelFallbackWarning)], flush=True)
+
+# DDP: compiled training matches eager training.
+losses = {}
+for mode in ("eager", "compiled"):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(dev)
+    ddp = DDP(model, device_ids=[rank])
+    run = torch.compile(ddp) if mode == "compiled" else ddp
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    torch.manual_seed(100 + rank)
+    values = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = run(torch.randn(8, 16).to(dev)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        values.append(loss.item())
+    losses[mode] = values
+print("ddp", max(abs(a - b) for a, b in zip(losses["eager"], losses["compiled"])), flush=True)
+
+# Tensor parallelism (DTensor, whose collectives are functional ones):
+# compiled forward and backward match the unsharded model.
+mesh = init_device_mesh("npu", (world,))
+torch.manual_seed(0)
+mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)).to(dev)
+reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)).to(dev)
+reference.load_state_dict(mlp.state_dict())
+parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+inp = torch.randn(5, 8, device=dev)
+out = torch.compile(mlp)(inp)
+out.sum().backward()
+ref = reference(inp)
+ref.sum().backward()
+print("tp", (out - ref).abs().max().item(),
+      (mlp[0].weight.grad.full_tensor() - reference[0].weight.grad).abs().max().item(), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_compiled_functional_collectives_ddp_and_tensor_parallel_match_eager(tmp_path: Path) -> None:
+    outputs = run_ranks(tmp_path, COMPILED_RANK, timeout=600)
+    for rank, lines in enumerate(outputs):
+        values = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in lines}
+        differences = ast.literal_eval(values["collectives"])
+        assert len(differences) == 7 and max(differences) <= 1e-5, (rank, differences)
+        assert values["fallbacks"] == "[]", (rank, values["fallbacks"])
+        assert float(values["ddp"]) <= 1e-6, (rank, values["ddp"])
+        forward, grad = (float(v) for v in values["tp"].split())
+        assert forward <= 1e-5 and grad <= 1e-5, (rank, values["tp"])

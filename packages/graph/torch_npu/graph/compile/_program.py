@@ -30,7 +30,7 @@ import torch
 import torch.fx
 from torch._inductor.virtualized import V
 
-from . import _half_sums, _lanes, _math
+from . import _collective_buffers, _half_sums, _lanes, _math
 
 
 class UnmappableGroup(Exception):
@@ -64,6 +64,18 @@ def _origin_fx_node(buffer: Any) -> torch.fx.Node | None:
     if node is None:
         node = getattr(getattr(buffer, "data", None), "origin_node", None)
     return node
+
+
+def _computed_origin(buffer: Any) -> torch.fx.Node | None:
+    """The FX node whose value ``buffer``'s own kernel writes: its origin
+    node, before any functional collective that writes the buffer in place
+    later (Note [Buffers of functional collectives])."""
+    from torch._inductor import ir
+
+    node = _origin_fx_node(buffer)
+    if node is None or not isinstance(buffer, ir.ComputedBuffer):
+        return node
+    return _collective_buffers.value_before_collectives(node)
 
 
 def _is_symbolic(node: torch.fx.Node) -> bool:
@@ -190,8 +202,8 @@ def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
         if node.op == "placeholder" and node.target in V.graph.graph_inputs:
             mapping[node.target] = node
     for buffer in V.graph.buffers:
-        fx = (_origin_fx_node(buffer) or _realized_view_origin(buffer) or _mutation_origin(buffer)
-              or _extern_input_origin(buffer))
+        fx = (_computed_origin(buffer) or _realized_view_origin(buffer) or _collective_buffers.mutation_result(buffer)
+              or _mutation_origin(buffer) or _extern_input_origin(buffer))
         if fx is None:
             fx = _ordering_only_origin(buffer, mapping) or _layout_copy_origin(buffer, mapping)
         if fx is not None:
