@@ -3,9 +3,13 @@ kernels: scaled_dot_product_attention, whose backward wants its saved
 logsumexp in another layout, which Inductor copies into one (Note [Layout
 copies] in compile/_program.py; the copy is a kernel of its own), and
 scatter-like ops (Note [Scatters run as extern kernels] in
-compile/_extern_scatters.py)."""
+compile/_extern_scatters.py); and computed inputs of one shape that an extern
+kernel tells apart (Note [Extern kernel inputs told apart by position] in
+compile/_program.py)."""
 
 from __future__ import annotations
+
+import warnings
 
 import pytest
 import torch
@@ -14,6 +18,7 @@ import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
 from torch_npu.graph.compile import _mlir
+from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
 
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
@@ -70,3 +75,27 @@ def test_scatters_and_the_embedding_backward_match_eager():
     torch.testing.assert_close(w.grad, expected_grad, atol=1e-5, rtol=1e-5)
     assert "torch.ops.npu_inductor.index_put.default" in codes[0]
     assert "torch.ops.npu_inductor.scatter_add.default" in codes[0]
+
+
+@needs_mlir
+def test_sdpa_of_computed_query_key_value_with_a_mask_matches_eager():
+    # Query, key and value computed by kernels, of one shape and dtype, and
+    # a computed mask: their buffers' origins are one merged set, and each
+    # is told apart by the position the attention kernel takes it at (Note
+    # [Extern kernel inputs told apart by position]). A model's rotary
+    # embedding and grouped-query expand make this graph; it failed with
+    # "buffer ... has no aten origin".
+    def attend(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        q, k, v = x.sin() * 2, x.cos() + 1, x * 3
+        mask = torch.where(keep[:, None, None, :], 0.0, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 7, 16, device="npu")
+    keep = torch.ones(2, 7, dtype=torch.bool, device="npu")
+    keep[1, :3] = False
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        compiled = torch.compile(attend)(x, keep)
+    torch.testing.assert_close(compiled, attend(x, keep), atol=1e-5, rtol=1e-5)

@@ -203,7 +203,7 @@ def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
             mapping[node.target] = node
     for buffer in V.graph.buffers:
         fx = (_computed_origin(buffer) or _realized_view_origin(buffer) or _collective_buffers.mutation_result(buffer)
-              or _mutation_origin(buffer) or _extern_input_origin(buffer))
+              or _mutation_origin(buffer) or _extern_input_origin(buffer) or _extern_argument_origin(buffer))
         if fx is None:
             fx = _ordering_only_origin(buffer, mapping) or _layout_copy_origin(buffer, mapping)
         if fx is not None:
@@ -369,6 +369,68 @@ def _extern_input_origin(buffer: Any) -> torch.fx.Node | None:
                 and list(value.shape) == list(buffer.get_size())):
             candidates.append(n)
     return candidates[0] if len(set(candidates)) == 1 else None
+
+
+# Note [Extern kernel inputs told apart by position]
+# When an extern kernel takes several realized inputs of one shape and
+# dtype (scaled_dot_product_attention's query, key and value, which a
+# model's rotary embedding and grouped-query expand compute), their
+# buffers' origins are the same merged set and _extern_input_origin cannot
+# tell which value each holds. The kernel can: its ``inputs`` are its
+# tensor arguments in the order pytree flattens the FX node's ``(args,
+# kwargs)`` (ExternKernel.process_kernel), so a buffer that is exactly the
+# i-th input holds the value of the node's i-th tensor argument.
+def _extern_argument_origin(buffer: Any) -> torch.fx.Node | None:
+    """The FX argument an extern kernel takes at the position where it
+    takes ``buffer`` itself (Note [Extern kernel inputs told apart by
+    position]), when its shape and dtype are the buffer's; else None."""
+    from torch._inductor import ir
+
+    if not isinstance(buffer, ir.ComputedBuffer) or getattr(buffer, "origin_node", None) is not None:
+        return None
+    place = _extern_input_positions().get(buffer.get_name())
+    if place is None:
+        return None
+    kernel, position = place
+    overload = getattr(kernel, "op_overload", None)
+    nodes = [n for n in getattr(kernel, "origins", ()) if n.op == "call_function" and n.target is overload]
+    if overload is None or len(nodes) != 1:
+        return None
+    leaves = torch.utils._pytree.tree_leaves((nodes[0].args, nodes[0].kwargs))
+    tensors = [a for a in leaves if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)]
+    if len(tensors) != len(kernel.inputs):
+        return None
+    value = tensors[position].meta["val"]
+    if value.dtype != buffer.get_dtype() or list(value.shape) != list(buffer.get_size()):
+        return None
+    return tensors[position]
+
+
+def _extern_input_positions() -> dict[str, tuple[Any, int]]:
+    """Buffer name -> (extern kernel, position) for each buffer an extern
+    kernel of the graph takes as itself (not a view of it) at exactly one
+    position (kept on the graph while its buffers do not change)."""
+    from torch._inductor import ir
+
+    cached = getattr(V.graph, "_npu_extern_input_positions", None)
+    if cached is not None and cached[0] == len(V.graph.buffers):
+        return cached[1]
+    positions: dict[str, tuple[Any, int]] = {}
+    taken: set[str] = set()
+    for kernel in V.graph.buffers:
+        if not isinstance(kernel, ir.ExternKernel):
+            continue
+        for position, taken_input in enumerate(kernel.inputs):
+            if not isinstance(taken_input, ir.ComputedBuffer):
+                continue
+            name = taken_input.get_name()
+            if name in positions or name in taken:
+                positions.pop(name, None)  # taken twice: ambiguous
+                taken.add(name)
+                continue
+            positions[name] = (kernel, position)
+    V.graph._npu_extern_input_positions = (len(V.graph.buffers), positions)
+    return positions
 
 
 def _extern_kernel_nodes() -> set[torch.fx.Node]:
