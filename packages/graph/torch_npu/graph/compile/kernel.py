@@ -55,6 +55,47 @@ def _block_arguments(kernel: SplitKernel, num_outputs: int) -> tuple[list[tuple[
     return blocks, [*kernel.split_inputs, *([1] * num_outputs)]
 
 
+# Note [Kernels that write their own inputs]
+# Inductor fuses an in-place update with the other reads of the tensor it
+# updates (``b = x.clone(); x.mul_(2)``, an optimizer's parameter,
+# gradient and momentum updates) into one kernel whose output is the
+# input's own buffer. Its code is correct if each element is read before
+# it is written, in the same loop iteration, which Inductor's loop code
+# guarantees. An MLIR kernel's does not: MLIR schedules the program's ops
+# as separate loops where it does not fuse them (a copy, a reduction, a
+# transposed read), and a block of a split kernel may write rows another
+# block still reads. The compiled ``b = x.clone(); x.mul_(2)`` returned 2x,
+# and a compiled SGD step with Nesterov momentum stored its gradient
+# already updated as the momentum buffer, silently. So an output whose
+# storage an input shares is written to a fresh buffer and copied into
+# place after the kernel (the eager fallback computes every result before
+# it writes any, and needs nothing), and such a kernel is never armed for
+# the launch fast path, which passes outputs as they are.
+def _outputs_sharing_inputs(inputs: Any, outputs: Any) -> frozenset[int]:
+    """Positions of the outputs whose storage one of ``inputs`` shares
+    (Note [Kernels that write their own inputs])."""
+    storages = {t.untyped_storage().data_ptr() for t in inputs if t.numel()}
+    return frozenset(j for j, out in enumerate(outputs)
+                     if out.numel() and out.untyped_storage().data_ptr() in storages)
+
+
+# Note [Host scalars a kernel reads]
+# A program may read a 0-d CPU tensor, as eager npu ops do: the step count
+# an optimizer keeps on the host (Adam's bias corrections are computed from
+# it by Inductor's CPU code, Note [Foreach ops one tensor at a time]). The
+# kernel's arguments are device memory, so such a value is copied to the
+# device before the launch (an asynchronous host-to-device copy of its few
+# bytes on the current stream, ordered before the kernel), and the kernel is
+# not armed for the launch fast path, which takes its tensors as they are.
+def _on_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    if t.device.type != "cpu":
+        return t
+    if t.dim() != 0:
+        raise RuntimeError(f"an npu kernel was given a CPU tensor of shape {tuple(t.shape)}; only 0-d CPU tensors "
+                           "(scalars) may be read by npu kernels; please report this")
+    return t.to(device, non_blocking=True)
+
+
 def _zeros(shapes: list[Any], dtypes: list[torch.dtype]) -> list[torch.Tensor]:
     return [torch.zeros(shape, dtype=_boundary_dtype(dtype)) for shape, dtype in zip(shapes, dtypes)]
 
@@ -165,6 +206,10 @@ class MLIRKernel:
     def _run_general(self, args: tuple[Any, ...], stream: int | None) -> None:
         inputs = args[: self.num_inputs]
         outputs = args[self.num_inputs : self.num_inputs + self.num_outputs]
+        host_scalars = any(t.device.type == "cpu" for t in inputs)
+        if host_scalars and outputs:
+            # Note [Host scalars a kernel reads]
+            inputs = tuple(_on_device(t, outputs[0].device) for t in inputs)
         symbols = [int(s) for s in args[self.num_inputs + self.num_outputs :]]
         geometry = (
             tuple((tuple(t.shape), t.dtype) for t in inputs),
@@ -182,16 +227,18 @@ class MLIRKernel:
             self._run_eager(inputs, outputs, symbols)
             return
         self._launch(variant, inputs, outputs, stream)
-        self._arm(variant, inputs, outputs, symbols, threads)
+        if not host_scalars:
+            self._arm(variant, inputs, outputs, symbols, threads)
 
     def _arm(self, variant: Any, inputs: Any, outputs: Any, symbols: list[int], threads: int) -> None:
         """Arms the launcher with ``variant`` where it can launch it as it is
         (Note [Armed launchers of MLIR kernels]): contiguous tensors, outputs
-        with elements."""
+        with elements, none sharing an input's storage."""
         from . import _launch
 
         tensors = [*inputs, *outputs]
-        if not outputs or any(t.numel() == 0 for t in outputs) or not all(t.is_contiguous() for t in tensors):
+        if (not outputs or any(t.numel() == 0 for t in outputs) or not all(t.is_contiguous() for t in tensors)
+                or _outputs_sharing_inputs(inputs, outputs)):  # Note [Kernels that write their own inputs]
             if self._launcher is not None:
                 self._launcher.disarm()
             return
@@ -290,8 +337,9 @@ class MLIRKernel:
         # Bools as bytes (Note [Bool tensors cross the kernel boundary as bytes]).
         args = [_as_bytes(t if t.is_contiguous() else t.contiguous()) for t in inputs]
         staged = []
-        for out in outputs:
-            if out.is_contiguous():
+        sharing = _outputs_sharing_inputs(inputs, outputs)  # Note [Kernels that write their own inputs]
+        for j, out in enumerate(outputs):
+            if out.is_contiguous() and j not in sharing:
                 args.append(_as_bytes(out))
             else:
                 tmp = torch.empty(out.shape, dtype=out.dtype, device=out.device)
