@@ -17,6 +17,10 @@ compared with eager npu:
   values in [-9, 9] overflowed (var gave inf), and the mean of bfloat16
   values alternating between 256 and 258, rounded before the differences,
   made their variance 2 instead of 1, silently (same Note);
+- lerp of float16 and bfloat16 is computed in float32, as eager computes it;
+  Inductor's decomposition rounded ``end - start`` to the half type (lerp
+  of 40000 and -40000 by 0.3 gave inf for 16000), silently (Note
+  [Pointwise decompositions of half values in float32]);
 - one_hot of a 0-d int64 tensor compiles: the group of its dropped class
   checks has no output, and its program ("return (,)") did not parse.
 
@@ -208,6 +212,24 @@ def test_half_variance_gradient_of_offset_values() -> None:
     actual, expected = _compiled_without_fallback(fn, x)
     assert bool(torch.isfinite(actual).all())
     torch.testing.assert_close(actual, expected, atol=1e-3, rtol=1e-3)
+
+
+def _lerps(start, end, weight):
+    return torch.lerp(start, end, 0.3), torch.lerp(start, end, 0.8), torch.lerp(start, end, weight)
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_lerp_in_float32(dtype: torch.dtype) -> None:
+    # start and end of opposite signs whose difference exceeds 65504 (the
+    # results do not), and a weight tensor in [0.1, 0.9] (both formulas).
+    start = _scan_values(dtype, 4, 256) * 4000
+    end = -start
+    weight = (_scan_values(torch.float32, 4, 256) * (0.4 / 9) + 0.5).to(dtype)
+    actual, expected = _compiled_without_fallback(_lerps, start, end, weight)
+    assert all(bool(torch.isfinite(t).all()) for t in expected)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1.6e-2)
+    _assert_near_float64(actual, _lerps, [start, end, weight], dtype)
 
 
 @needs_mlir

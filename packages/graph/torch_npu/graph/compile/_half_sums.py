@@ -34,12 +34,14 @@ themselves (or round where eager's kernels round), the pools and cumulative
 sums are reductions of ``_ACCUMULATING``, and addcmul, glu and atan2 gave
 eager's values.
 
-What stays: a decomposition into several pointwise ops of the half type,
-each of which rounds its result in a program where Inductor's own code keeps
-float32 between fused pointwise ops. Inductor's decomposition of lerp
-(``end - start`` overflows where float16 operands differ by more than 65504)
-and Dynamo's split of addcdiv into div, mul and add (the quotient overflows
-before ``value`` scales it down) give inf where eager gives a finite value.
+What stays: a decomposition into several pointwise ops of the half type
+rounds each step's result in a program, where Inductor's own code keeps
+float32 between fused pointwise ops. Inductor's decomposition of lerp is
+traced in float32 (Note [Pointwise decompositions of half values in
+float32], _half_pointwise.py), but Dynamo splits ``addcdiv`` with a
+``value`` into div, mul and add before any decomposition: of float16, a
+quotient above 65504 is inf even where ``value`` scales the result back into
+range and eager gives a finite value.
 """
 
 from __future__ import annotations
