@@ -11,6 +11,16 @@ compared with eager npu:
   type (4096 bfloat16 ones summed to 256; var and avg_pool2d of the scan's
   bfloat16 samples were 2% and 4% off), silently (Note [Half-precision
   reductions accumulate in float32]);
+- every step of mean, var and var_mean (the sums, the mean, the
+  differences, their squares) of float16 and bfloat16 is computed in
+  float32, as eager computes them; the sum of squares of 4096 float16
+  values in [-9, 9] overflowed (var gave inf), and the mean of bfloat16
+  values alternating between 256 and 258, rounded before the differences,
+  made their variance 2 instead of 1, silently (same Note);
+- lerp of float16 and bfloat16 is computed in float32, as eager computes it;
+  Inductor's decomposition rounded ``end - start`` to the half type (lerp
+  of 40000 and -40000 by 0.3 gave inf for 16000), silently (Note
+  [Pointwise decompositions of half values in float32]);
 - one_hot of a 0-d int64 tensor compiles: the group of its dropped class
   checks has no output, and its program ("return (,)") did not parse.
 
@@ -21,6 +31,7 @@ allocated for the whole session.
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -28,6 +39,7 @@ import torch._dynamo
 import torch.nn.functional as F
 
 from torch_npu.graph.compile import _mlir
+from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
 
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
@@ -110,6 +122,114 @@ def test_half_variance_and_average_pool_as_eager(dtype: torch.dtype) -> None:
     images = _scan_values(dtype, 1, 3, 16, 16) + 60
     actual, expected = _compiled_and_eager(lambda x: F.avg_pool2d(x, 8, 4), images)
     torch.testing.assert_close(actual, expected, atol=1.6e-2, rtol=1.6e-2)
+
+
+def _compiled_without_fallback(fn, *inputs):
+    """``fn`` compiled and run on ``inputs``, and eagerly; fails if a
+    kernel fell back to eager."""
+    expected = fn(*inputs)
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        actual = torch.compile(fn, dynamic=False)(*inputs)
+    fallbacks = [str(w.message) for w in caught if issubclass(w.category, NPUKernelFallbackWarning)]
+    assert not fallbacks, fallbacks
+    return actual, expected
+
+
+def _assert_near_float64(actual, fn, inputs, dtype: torch.dtype) -> None:
+    """``actual`` is within ``dtype``'s tolerance of ``fn`` computed in
+    float64 on CPU from the same (half-precision) inputs."""
+    reference = fn(*[t.cpu().to(torch.float64) for t in inputs])
+    actual = [actual] if isinstance(actual, torch.Tensor) else list(actual)
+    reference = [reference] if isinstance(reference, torch.Tensor) else list(reference)
+    tolerance = 1e-3 if dtype == torch.float16 else 1.6e-2
+    assert all(t.dtype == dtype and bool(torch.isfinite(t).all()) for t in actual)
+    torch.testing.assert_close([t.cpu().to(torch.float64) for t in actual], reference, atol=1e-5, rtol=tolerance)
+
+
+def _variances(x):
+    return torch.var(x, 1), *torch.var_mean(x, 1, correction=0, keepdim=True), torch.var(x)
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_variance_steps_in_float32(dtype: torch.dtype) -> None:
+    # Rows of 4096 values in [-9, 9]: their sum of squares (about 1.6e5)
+    # exceeds float16's largest value, their variance (about 40) does not.
+    x = _scan_values(dtype, 4, 4096)
+    actual, expected = _compiled_without_fallback(_variances, x)
+    assert all(bool(torch.isfinite(t).all()) for t in expected)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1.6e-2)
+    _assert_near_float64(actual, _variances, [x], dtype)
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_variance_of_large_differences(dtype: torch.dtype) -> None:
+    # A few values of +-400 among small ones: the squares of their
+    # differences from the mean exceed 65504, the variance does not.
+    x = (_scan_values(torch.float32, 4, 4096) * 0.1).cpu()
+    x[:, ::512] = 400.0
+    x[:, 7::512] = -380.0
+    x = x.to(dtype).to("npu")
+    actual, expected = _compiled_without_fallback(_variances, x)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1.6e-2)
+    _assert_near_float64(actual, _variances, [x], dtype)
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_mean_and_variance_of_offset_values(dtype: torch.dtype) -> None:
+    # Values alternating between 256 and 258: their mean, 257, is not a
+    # bfloat16 value; and values near 2048, whose float16 row sums overflow.
+    alternating = torch.full((4, 4096), 256.0)
+    alternating[:, 1::2] = 258.0
+    alternating = alternating.to(dtype).to("npu")
+
+    def fn(x):
+        return torch.var(x, 1), x.mean(1)
+
+    actual, expected = _compiled_without_fallback(fn, alternating)
+    torch.testing.assert_close(actual[0].cpu().float(), torch.full((4,), 4096 / 4095), atol=0.0, rtol=1.6e-2)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1.6e-2)
+    near_2048 = _scan_values(dtype, 4, 4096) + 2048
+    actual, expected = _compiled_without_fallback(lambda x: x.mean(1), near_2048)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-3)
+    _assert_near_float64(actual, lambda x: x.mean(1), [near_2048], dtype)
+
+
+@needs_mlir
+def test_half_variance_gradient_of_offset_values() -> None:
+    # var's backward subtracts the mean (a mean over the row, spelled out
+    # by the post-grad pass): its float16 row sums of values near 2048
+    # overflowed, and every gradient was NaN.
+    x = (_scan_values(torch.float16, 4, 4096) + 2048).requires_grad_(True)
+
+    def fn(x):
+        return torch.autograd.grad(torch.var(x, 1).sum(), x)[0]
+
+    actual, expected = _compiled_without_fallback(fn, x)
+    assert bool(torch.isfinite(actual).all())
+    torch.testing.assert_close(actual, expected, atol=1e-3, rtol=1e-3)
+
+
+def _lerps(start, end, weight):
+    return torch.lerp(start, end, 0.3), torch.lerp(start, end, 0.8), torch.lerp(start, end, weight)
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_lerp_in_float32(dtype: torch.dtype) -> None:
+    # start and end of opposite signs whose difference exceeds 65504 (the
+    # results do not), and a weight tensor in [0.1, 0.9] (both formulas).
+    start = _scan_values(dtype, 4, 256) * 4000
+    end = -start
+    weight = (_scan_values(torch.float32, 4, 256) * (0.4 / 9) + 0.5).to(dtype)
+    actual, expected = _compiled_without_fallback(_lerps, start, end, weight)
+    assert all(bool(torch.isfinite(t).all()) for t in expected)
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1.6e-2)
+    _assert_near_float64(actual, _lerps, [start, end, weight], dtype)
 
 
 @needs_mlir

@@ -13,10 +13,35 @@ half-precision reductions in float32 and rounds the result once. A program
 does the same: the operand is converted to float32, the op reduces in
 float32 (a ``dtype=`` of the half type becomes float32), and its result is
 converted back; a sum over the last dimension keeps its lanes (Note
-[Innermost reductions in lanes]), of float32 values. What stays: a
-decomposition's intermediate values keep their half type (var's sum of
-squares is rounded to float16 before its division, and overflows above
-65504 where eager's float32 one does not).
+[Innermost reductions in lanes]), of float32 values.
+
+mean and var_mean (and var) reach a program spelled out by the npu post-grad
+pass (_passes.py) as sums, divisions, differences and squares, and there
+every step, not only the sums, is computed in float32 for a half operand:
+the pass converts the operand to float32 and the results back. Each step in
+the half type had rounded its result: the sum of 4096 float16 values near
+2048 overflowed before the division that makes it a mean, the sum of squares
+of 4096 float16 values in [-9, 9] overflowed (var gave inf where eager gives
+27), so did each square of a difference above 256, and the variance of
+bfloat16 values alternating between 256 and 258 was 2, not 1 (their mean,
+257, rounded to 256 before the differences).
+
+The other ops probed the same way (compiled float16 and bfloat16 programs on
+rows of 4096, values whose squares exceed 65504, constant offsets) agree
+with eager: norms, logsumexp, the softmaxes, the norm layers and the losses
+are decomposed by PyTorch into steps that convert half operands to float32
+themselves (or round where eager's kernels round), the pools and cumulative
+sums are reductions of ``_ACCUMULATING``, and addcmul, glu and atan2 gave
+eager's values.
+
+What stays: a decomposition into several pointwise ops of the half type
+rounds each step's result in a program, where Inductor's own code keeps
+float32 between fused pointwise ops. Inductor's decomposition of lerp is
+traced in float32 (Note [Pointwise decompositions of half values in
+float32], _half_pointwise.py), but Dynamo splits ``addcdiv`` with a
+``value`` into div, mul and add before any decomposition: of float16, a
+quotient above 65504 is inf even where ``value`` scales the result back into
+range and eager gives a finite value.
 """
 
 from __future__ import annotations
@@ -24,7 +49,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-_HALF = (torch.float16, torch.bfloat16)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 # The reductions (and scans) whose accumulator torch-mlir gives the
 # operand's type; amax, amin, argmax and the like are exact in any type.
@@ -42,7 +67,7 @@ def accumulates_in_half(node: torch.fx.Node) -> bool:
         return False
     value, operand = node.meta.get("val"), node.args[0].meta.get("val")
     return (isinstance(value, torch.Tensor) and isinstance(operand, torch.Tensor)
-            and value.dtype in _HALF and operand.dtype in _HALF)
+            and value.dtype in HALF_DTYPES and operand.dtype in HALF_DTYPES)
 
 
 def float32_arguments(node: torch.fx.Node, args: list[str]) -> list[str]:

@@ -1,5 +1,5 @@
 """The post-grad graph passes Inductor runs on npu graphs (NPUPostGradPass):
-scaled softmaxes as eager computes them (_scaled_softmax.py), scatter-like
+foreach ops per element (_foreach_ops.py), scaled softmaxes as eager computes them (_scaled_softmax.py), scatter-like
 ops as extern kernels (_extern_scatters.py), then mean and var_mean spelled
 out.
 
@@ -9,7 +9,10 @@ whose partial buffers have no aten origin; neither could become MLIR
 kernels (Note [Kernels from the nodes' aten origins], _program.py). This
 pass spells mean out as sum and divide, and var_mean as sum, divide,
 subtract, square, sum and divide (the two-pass formula), which Inductor fuses
-and torch-mlir lowers like any reduction.
+and torch-mlir lowers like any reduction. Of float16 or bfloat16 they are
+spelled out in float32, between a conversion of the operand and one of the
+results (Note [Half-precision reductions accumulate in float32],
+_half_sums.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
 from ._extern_scatters import run_scatters_as_externs
 from ._foreach_ops import decompose_foreach_ops
+from ._half_sums import HALF_DTYPES
 from ._scaled_softmax import restore_scaled_softmax
 
 aten = torch.ops.aten
@@ -41,13 +45,10 @@ def _decompose_mean(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
     count = math.prod(value.shape[d] for d in dims) if value.dim() else 1  # a 0-d tensor: dim 0 is itself
     if not isinstance(count, int) or count == 0:
         return
-    fake_mode = torch._guards.detect_fake_mode([value])
+    add = _adder(graph, value)
     with graph.inserting_before(node):
-        total = graph.call_function(aten.sum.dim_IntList, (x, dims, keepdim))
-        mean = graph.call_function(aten.div.Tensor, (total, float(count)))
-    with fake_mode:
-        total.meta["val"] = _fake(aten.sum.dim_IntList, x, dims, keepdim)
-        mean.meta["val"] = _fake(aten.div.Tensor, total, float(count))
+        mean = add(aten.div.Tensor, add(aten.sum.dim_IntList, _widened(add, x), dims, keepdim), float(count))
+        mean = _narrowed(add, mean, value.dtype)
     node.replace_all_uses_with(mean)
     graph.erase_node(node)
 
@@ -55,6 +56,38 @@ def _decompose_mean(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
 def _fake(target: Any, *args: Any) -> Any:
     values = torch.fx.node.map_arg(args, lambda n: n.meta["val"])
     return target(*values)
+
+
+def _adder(graph: torch.fx.Graph, value: torch.Tensor) -> Any:
+    """A function that adds a call to the graph (at its insertion point),
+    with its fake value."""
+    fake_mode = torch._guards.detect_fake_mode([value])
+
+    def add(target: Any, *args: Any) -> torch.fx.Node:
+        new = graph.call_function(target, args)
+        with fake_mode:
+            new.meta["val"] = _fake(target, *args)
+        return new
+
+    return add
+
+
+# Note [Half-precision reductions accumulate in float32]: not only the sums,
+# every step of mean and var_mean (the mean, the differences, their squares,
+# the sum of squares before its division) is float32 for a half operand, as
+# in eager's kernels, which round once.
+def _widened(add: Any, x: torch.fx.Node) -> torch.fx.Node:
+    """``x`` converted to float32 when it is of a half type, else ``x``."""
+    if x.meta["val"].dtype not in HALF_DTYPES:
+        return x
+    return add(torch.ops.prims.convert_element_type.default, x, torch.float32)
+
+
+def _narrowed(add: Any, result: torch.fx.Node, dtype: torch.dtype) -> torch.fx.Node:
+    """``result`` converted back to ``dtype`` when that is a half type."""
+    if dtype not in HALF_DTYPES:
+        return result
+    return add(torch.ops.prims.convert_element_type.default, result, dtype)
 
 
 class DecomposeVarMean(CustomGraphModulePass):
@@ -83,22 +116,18 @@ class DecomposeVarMean(CustomGraphModulePass):
             count = math.prod(value.shape[d] for d in dims) if value.dim() else 1  # a 0-d tensor: dim 0 is itself
             if not isinstance(count, int) or not isinstance(correction, (int, float)):
                 continue  # symbolic sizes: left to Inductor
-            fake_mode = torch._guards.detect_fake_mode([value])
-
-            def add(target: Any, *args: Any) -> torch.fx.Node:
-                new = graph.call_function(target, args)
-                with fake_mode:
-                    new.meta["val"] = _fake(target, *args)
-                return new
-
+            add = _adder(graph, value)
             with graph.inserting_before(node):
-                mean = add(aten.div.Tensor, add(aten.sum.dim_IntList, x, dims, True), float(count))
-                diff = add(aten.sub.Tensor, x, mean)
+                wide = _widened(add, x)
+                mean = add(aten.div.Tensor, add(aten.sum.dim_IntList, wide, dims, True), float(count))
+                diff = add(aten.sub.Tensor, wide, mean)
                 square = add(aten.mul.Tensor, diff, diff)
                 total = add(aten.sum.dim_IntList, square, dims, keepdim)
-                var = add(aten.div.Tensor, total, float(max(count - correction, 0)))
+                var = _narrowed(add, add(aten.div.Tensor, total, float(max(count - correction, 0))), value.dtype)
                 if not keepdim:
                     mean = add(aten.squeeze.dims, mean, dims)
+                if node.target is aten.var_mean.correction:
+                    mean = _narrowed(add, mean, value.dtype)
             if node.target is aten.var.correction:
                 node.replace_all_uses_with(var)
             else:
