@@ -99,3 +99,29 @@ def test_sdpa_of_computed_query_key_value_with_a_mask_matches_eager():
         warnings.simplefilter("error", NPUKernelFallbackWarning)
         compiled = torch.compile(attend)(x, keep)
     torch.testing.assert_close(compiled, attend(x, keep), atol=1e-5, rtol=1e-5)
+
+
+@needs_mlir
+def test_convolution_backward_of_a_transposed_input_matches_eager():
+    # The convolution's backward takes the output's gradient and a dense copy
+    # of the transposed input, buffers of one shape with the same merged
+    # origins: both were taken for the gradient (Note [Extern kernel inputs
+    # told apart by position]) and the step failed to compile.
+    torch.manual_seed(0)
+    conv = torch.nn.Conv1d(8, 8, 3, padding=1).npu()
+    norm = torch.nn.GroupNorm(2, 8).npu()
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return F.silu(norm(conv(x.transpose(1, 2)))).pow(2).mean()
+
+    x = torch.randn(4, 16, 8, device="npu")
+    expected = loss(x)
+    expected_grads = torch.autograd.grad(expected, [conv.weight, conv.bias])
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        got = torch.compile(loss)(x)
+        grads = torch.autograd.grad(got, [conv.weight, conv.bias])
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    for g, e in zip(grads, expected_grads):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)

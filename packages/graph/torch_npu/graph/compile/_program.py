@@ -203,7 +203,7 @@ def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
             mapping[node.target] = node
     for buffer in V.graph.buffers:
         fx = (_computed_origin(buffer) or _realized_view_origin(buffer) or _collective_buffers.mutation_result(buffer)
-              or _mutation_origin(buffer) or _extern_input_origin(buffer) or _extern_argument_origin(buffer))
+              or _mutation_origin(buffer) or _extern_argument_origin(buffer) or _extern_input_origin(buffer))
         if fx is None:
             fx = _ordering_only_origin(buffer, mapping) or _layout_copy_origin(buffer, mapping)
         if fx is not None:
@@ -379,7 +379,10 @@ def _extern_input_origin(buffer: Any) -> torch.fx.Node | None:
 # tell which value each holds. The kernel can: its ``inputs`` are its
 # tensor arguments in the order pytree flattens the FX node's ``(args,
 # kwargs)`` (ExternKernel.process_kernel), so a buffer that is exactly the
-# i-th input holds the value of the node's i-th tensor argument.
+# i-th input holds the value of the node's i-th tensor argument. This exact
+# match is tried before _extern_input_origin's guess from the origins, which
+# took a convolution backward's dense copy of its (transposed) input for
+# the output's gradient, the one candidate of that shape among the origins.
 def _extern_argument_origin(buffer: Any) -> torch.fx.Node | None:
     """The FX argument an extern kernel takes at the position where it
     takes ``buffer`` itself (Note [Extern kernel inputs told apart by
