@@ -54,3 +54,35 @@ def test_device_capability_lists_the_dtypes():
     assert torch.float32 in capability["supported_dtypes"] and torch.bfloat16 in capability["supported_dtypes"]
     with pytest.raises(RuntimeError):
         torch.accelerator.get_device_capability(f"npu:{torch.npu.device_count()}")
+
+
+# Note [Overlapping copies are refused as on CPU]: each copy_ whose source
+# and destination share memory other than element for element raises as on
+# CPU (it read elements it had already overwritten); the others run as there.
+_OVERLAPPING_COPIES = {
+    "own transpose": (lambda x: x.copy_(x.t()), "some elements of the input tensor"),
+    "shifted rows": (lambda x: x[1:].copy_(x[:-1]), "some elements of the input tensor"),
+    "into a transposed view": (lambda x: x.t().copy_(x), "some elements of the input tensor"),
+    "a broadcast row of itself": (lambda x: x.copy_(x[0]), "some elements of the input tensor"),
+    "into an expanded view": (lambda x: x[:1].expand(4, 4).copy_(torch.ones(4, 4, device=x.device)),
+                              "more than one element of the written-to tensor"),
+    "itself": (lambda x: x.copy_(x), None),
+    "a view of the same elements": (lambda x: x.view(16).copy_(x.view(16)), None),
+    "disjoint halves": (lambda x: x[:2].copy_(x[2:]), None),
+    "its bits as int32": (lambda x: x.copy_(x.view(torch.int32)), None),
+}
+
+
+@pytest.mark.parametrize("case", _OVERLAPPING_COPIES)
+def test_copies_between_overlapping_tensors_behave_as_on_cpu(case):
+    copy, error = _OVERLAPPING_COPIES[case]
+    results = []
+    for device in ("cpu", "npu"):
+        x = torch.arange(16, dtype=torch.float32).view(4, 4).to(device)
+        if error is not None:
+            with pytest.raises(RuntimeError, match=error):
+                copy(x)
+        else:
+            copy(x)
+        results.append(x.cpu())
+    torch.testing.assert_close(results[1], results[0], rtol=0, atol=0)

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_neg_view.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -203,6 +204,18 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       " (it must have the same shape or broadcast to it).");
   if (dst.numel() == 0) {
     return dst;
+  }
+  // Note [Overlapping copies are refused as on CPU]
+  // ATen sends copy_ into or out of a PrivateUse1 tensor straight to
+  // _copy_from, before the memory-overlap checks its own copies make. Without
+  // them, x.copy_(x.t()) or x[1:].copy_(x[:-1]) on npu read elements the copy
+  // had already overwritten and returned garbage where CPU and CUDA raise.
+  // The same checks, with the same messages: no element of dst written twice,
+  // and a source sharing dst's memory only element for element (same start,
+  // extent and strides), as when self and src are one tensor.
+  at::assert_no_internal_overlap(dst);
+  if (!src.is_same(dst)) {
+    at::assert_no_partial_overlap(dst, src);
   }
   // Conjugate and negative views reach us with their bits (see the
   // registrations below); the copies themselves move stored values.
