@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
 from torch_npu.graph.compile import _mlir
+from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
 
 pytestmark = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
@@ -198,3 +199,29 @@ def test_gradient_computed_in_the_compiled_graph(case):
     expected = gradient(x.detach().requires_grad_())
     actual = _compiled(gradient)(x.detach().requires_grad_())
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_biased_convolution_after_an_activation_is_one_extern_kernel():
+    # Inductor lowers a convolution with a bias to its extern convolution
+    # without it plus a loop adding the bias, named after the convolution:
+    # that loop's program computed the convolution again, and failed to
+    # compile where its input was an activation of the graph. The op now
+    # runs as one extern kernel, and no MLIR program computes a convolution.
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                              torch.nn.Flatten(), torch.nn.Linear(8, 4)).npu()
+    x = _values(4, 3, 16, 16)
+
+    def loss_and_grads(model: Callable[[torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        loss = model(x).pow(2).mean()
+        return (loss, *torch.autograd.grad(loss, [net[0].weight, net[3].weight, net[3].bias]))
+
+    expected = loss_and_grads(net)
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        actual, codes = run_and_get_code(loss_and_grads, torch.compile(net))
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
+    assert not any("MLIRKernel(" in line and "convolution" in line for code in codes for line in code.splitlines())

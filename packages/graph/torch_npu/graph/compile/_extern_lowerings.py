@@ -16,7 +16,13 @@ failed:
 - they return a value that reads none of the op's inputs although its
   program needs them: adaptive_max_pool3d's indices over windows of one
   element are the constant 0, so the group computing them reads nothing
-  and its program, which calls the pooling op, lacks the input.
+  and its program, which calls the pooling op, lacks the input;
+- they return a value computed from an extern kernel of their own whose
+  output is no FX node's: a convolution with a bias is Inductor's extern
+  convolution without it plus a loop adding the bias, named after the
+  convolution node, whose program then computed the whole convolution again
+  (and failed where its input was computed in the graph: every CNN with
+  biased convolutions after an activation).
 
 Which lowerings do this depends on the op, its arguments and the version of
 Inductor, so there is no list: each op of an npu graph is lowered by
@@ -110,13 +116,29 @@ def _ignores_its_inputs(node: torch.fx.Node, result: Any) -> bool:
                for value in pytree.tree_leaves(result))
 
 
+def _reads_an_unnamed_extern(graph: Any, first_buffer: int, result: Any) -> bool:
+    """Whether a value the lowering returns reads the output of an extern
+    kernel the lowering realized whose value is no FX node's: the
+    convolution's output before Inductor adds its bias in a loop of its own.
+    That loop's buffer is named after the convolution node, so its program
+    would compute the whole convolution again, from an input its kernel
+    does not read."""
+    from torch._inductor import ir
+
+    unnamed = {buffer.get_name() for buffer in graph.buffers[first_buffer:]
+               if isinstance(buffer, (ir.ExternKernelAlloc, ir.ExternKernelOut))
+               and getattr(buffer, "origin_node", None) is None}
+    return bool(unnamed) and any(isinstance(value, ir.TensorBox) and unnamed & set(value.get_read_names())
+                                 for value in pytree.tree_leaves(result))
+
+
 def _lowered_as_aten(graph: Any, node: torch.fx.Node, first_buffer: int, result: Any) -> bool:
     """Whether the buffers a lowering realized (``graph.buffers`` from
     ``first_buffer`` on) each hold the value of an FX node, and the values
     it returns can be computed from what their kernels will read."""
     own = _result_storage(result)
     return (all(buffer is own or _has_aten_origin(buffer) for buffer in graph.buffers[first_buffer:])
-            and not _ignores_its_inputs(node, result))
+            and not _ignores_its_inputs(node, result) and not _reads_an_unnamed_extern(graph, first_buffer, result))
 
 
 def install() -> None:
