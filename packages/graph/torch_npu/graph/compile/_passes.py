@@ -22,6 +22,7 @@ import torch.fx
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
 from ._extern_scatters import run_scatters_as_externs
+from ._max_pool_windows import rewrite_max_pools
 from ._scaled_softmax import restore_scaled_softmax
 
 aten = torch.ops.aten
@@ -120,12 +121,14 @@ class DecomposeVarMean(CustomGraphModulePass):
 class NPUPostGradPass(CustomGraphModulePass):
     """Every post-grad rewrite of npu graphs, in order: scaled softmaxes
     without Inductor's finite-rows guard (Note [Scaled softmax without the
-    finite-rows guard]), scatter-like ops as extern kernels (Note [Scatters
-    run as extern kernels]), then :class:`DecomposeVarMean` (which lints and
-    recompiles the module)."""
+    finite-rows guard]), max pools as extern kernels with compiled offsets
+    (Note [Max pooling of npu graphs]), scatter-like ops as extern kernels
+    (Note [Scatters run as extern kernels]), then :class:`DecomposeVarMean`
+    (which lints and recompiles the module)."""
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         restore_scaled_softmax(gm.graph)
+        rewrite_max_pools(gm.graph)  # Note [Max pooling of npu graphs]
         run_scatters_as_externs(gm.graph)  # Note [Scatters run as extern kernels]
         DecomposeVarMean()(gm)
 
