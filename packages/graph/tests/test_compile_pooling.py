@@ -1,9 +1,11 @@
 """Max pooling compiled for npu (Note [Max pooling of npu graphs],
-_max_pool_windows.py): the pools run as extern kernels, their window
-offsets and indices as MLIR kernels, with no NPUKernelFallbackWarning; the
-values and the gradients match eager npu exactly, ties and NaN included
-(the gradient goes to the position eager's forward chose), and a small CNN
-trains as eagerly. Adaptive pools are compared with eager npu too.
+_max_pool_windows.py): the pools (adaptive ones too) run as extern
+kernels, their window offsets and indices as MLIR kernels, with no
+NPUKernelFallbackWarning; the values and the gradients match eager npu
+exactly, ties, NaN and -inf included (the gradient goes to the position
+eager's forward chose), and a small CNN trains as eagerly. Adaptive average
+pools (MLIR kernels forward, extern kernels backward) are compared with
+eager npu too, with output sizes that do not divide the input's.
 
 Inputs are made inside each test: npu tensors made at import stay
 allocated for the whole session.
@@ -57,6 +59,10 @@ _MAX_POOLS = {
     "max_pool2d_large_window": (lambda t: F.max_pool2d(t, 7, 1, 3), (1, 2, 9, 9)),
     "max_pool3d": (lambda t: F.max_pool3d(t, 3, 2, 1), (2, 2, 5, 5, 5)),
     "max_pool3d_small_window": (lambda t: F.max_pool3d(t, 2, 2), (2, 2, 4, 4, 4)),
+    "adaptive_max_pool1d_7_to_3": (lambda t: F.adaptive_max_pool1d(t, 3), (2, 3, 7)),
+    "adaptive_max_pool2d_7_to_3": (lambda t: F.adaptive_max_pool2d(t, 3), (2, 3, 7, 7)),
+    "adaptive_max_pool2d_unbatched": (lambda t: F.adaptive_max_pool2d(t, (2, 3)), (3, 7, 7)),
+    "adaptive_max_pool3d_5_to_3": (lambda t: F.adaptive_max_pool3d(t, 3), (2, 2, 5, 5, 5)),
 }
 
 
@@ -93,7 +99,6 @@ _ADAPTIVE = {
     "adaptive_avg_pool2d_8_to_4": (lambda t: F.adaptive_avg_pool2d(t, 4), (2, 3, 8, 8)),
     "adaptive_avg_pool2d_to_1": (lambda t: F.adaptive_avg_pool2d(t, 1), (2, 3, 8, 8)),
     "adaptive_avg_pool3d_7_to_3": (lambda t: F.adaptive_avg_pool3d(t, 3), (2, 2, 7, 7, 5)),
-    "adaptive_max_pool2d_7_to_3": (lambda t: F.adaptive_max_pool2d(t, 3), (2, 3, 7, 7)),
 }
 
 

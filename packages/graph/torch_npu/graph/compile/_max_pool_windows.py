@@ -13,8 +13,10 @@ group with other ops, compiling the model failed (every CNN with a max
 pool and a backward). Larger windows (and 3-d pools Inductor does not
 decompose) stay ``max_pool*_with_indices``, which torch-mlir lowers, but
 its indices differ from eager npu's where a window holds a NaN or only
--inf (and adaptive_max_pool3d's values where it holds a NaN), so the
-backward sent the gradient elsewhere, silently.
+-inf, so the backward sent the gradient elsewhere, silently; so do its
+adaptive_max_pool2d and adaptive_max_pool3d (whose values differ too where
+a window holds a NaN), and it lowers no adaptive_max_pool2d of an unbatched
+input (a loud fallback).
 
 So the npu post-grad pass (_passes.py) runs the pool itself as an extern
 kernel (Note [Scatters run as extern kernels]): the aten op on npu, which
@@ -46,6 +48,15 @@ from ._extern_scatters import _extern_for
 
 aten = torch.ops.aten
 prims = torch.ops.prims
+
+# Pools torch-mlir lowers with other indices than eager npu's (see the Note)
+# or not at all (adaptive_max_pool2d of an unbatched input): extern kernels.
+_POOLS_AS_EXTERNS = (
+    aten.max_pool2d_with_indices.default,
+    aten.max_pool3d_with_indices.default,
+    aten.adaptive_max_pool2d.default,
+    aten.adaptive_max_pool3d.default,
+)
 
 
 def _positions(length: int, start: int, step: int, device: torch.device) -> torch.Tensor:
@@ -184,11 +195,11 @@ def rewrite_max_pools(graph: torch.fx.Graph) -> None:
             _rewrite_with_offsets(graph, node)
         elif to_indices is not None and target is to_indices.default:
             _rewrite_offsets_to_indices(graph, node)
-        elif target in (aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default):
+        elif target in _POOLS_AS_EXTERNS:
             node.target = _extern_for(target)
 
 
 # Defined at import: wrapper code loaded from Inductor's cache calls them in
 # a process whose post-grad pass never ran.
-for _op in (aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default):
+for _op in _POOLS_AS_EXTERNS:
     _extern_for(_op)
