@@ -27,6 +27,7 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from ._extern_scatters import run_scatters_as_externs
 from ._foreach_ops import decompose_foreach_ops
 from ._half_sums import HALF_DTYPES
+from ._max_pool_windows import rewrite_max_pools
 from ._scaled_softmax import restore_scaled_softmax
 
 aten = torch.ops.aten
@@ -151,13 +152,15 @@ class NPUPostGradPass(CustomGraphModulePass):
     """Every post-grad rewrite of npu graphs, in order: foreach ops one
     tensor at a time (Note [Foreach ops one tensor at a time]), scaled
     softmaxes without Inductor's finite-rows guard (Note [Scaled softmax
-    without the finite-rows guard]), scatter-like ops as extern kernels
-    (Note [Scatters run as extern kernels]), then :class:`DecomposeVarMean`
-    (which lints and recompiles the module)."""
+    without the finite-rows guard]), max pools as extern kernels with
+    compiled offsets (Note [Max pooling of npu graphs]), scatter-like ops
+    as extern kernels (Note [Scatters run as extern kernels]), then
+    :class:`DecomposeVarMean` (which lints and recompiles the module)."""
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         decompose_foreach_ops(gm.graph)
         restore_scaled_softmax(gm.graph)
+        rewrite_max_pools(gm.graph)  # Note [Max pooling of npu graphs]
         run_scatters_as_externs(gm.graph)  # Note [Scatters run as extern kernels]
         DecomposeVarMean()(gm)
 
