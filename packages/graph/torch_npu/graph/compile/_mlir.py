@@ -12,7 +12,8 @@ accesses are not vectorised], _strided_access.py) and which affine-super-vectori
 the LLVM dialect. Before the passes, f32 ``exp`` is spelled out in
 arithmetic that vectorises and float reciprocals lose an assert that
 would stop the vectoriser (_vectorizable.py, Note [Vectorised exp in MLIR
-kernels]). MLIR's ExecutionEngine compiles it at -O3 and dumps the
+kernels]), and float64 values become float16 / bfloat16 through float32
+(_double_to_half.py, Note [Float64 to half precision through float32]). MLIR's ExecutionEngine compiles it at -O3 and dumps the
 object file, which is linked into a shared library in the cache directory.
 
 Parallel lowering (scf.parallel to OpenMP or the async runtime) is not used:
@@ -49,6 +50,7 @@ import torch
 
 from . import _bitcasts, _byte_bools, _runtime, _strided_access
 from ._distinct_results import copy_repeated_results
+from ._double_to_half import narrow_double_through_float
 from ._lanes import LANES
 from ._math import MATH_FORMS_VERSION
 from ._vectorizable import drop_float_reciprocal_asserts, expand_f32_exp
@@ -83,7 +85,7 @@ PIPELINE = (f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} "  #
 # the cache key; so is the version of the functions a program calls
 # (_math.scope()), which its source only names.
 REWRITES = ("memref-copy-runtime-1", "view-dtype-bitcast-1", "vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}",
-            "bools-as-bytes-1",
+            "bools-as-bytes-1", "double-to-half-through-float-1",
             f"math-forms-{MATH_FORMS_VERSION}")
 _FUNC = "kernel"
 _lock = threading.Lock()
@@ -197,6 +199,8 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
                 op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             expand_f32_exp(module)
             drop_float_reciprocal_asserts(module)
+            # Note [Float64 to half precision through float32]
+            narrow_double_through_float(module)
             PassManager.parse(PIPELINE_FUSION).run(module.operation)
             # Note [Results that fold into one]
             copy_repeated_results(module)
@@ -209,6 +213,9 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
         # Note [Strided copies run in our own memrefCopy]
         engine = ExecutionEngine(module, opt_level=3, shared_libs=[runtime.shared], enable_object_dump=True)
         engine.dump_to_object_file(object_path)
+        if not os.path.exists(object_path):
+            # The JIT printed why (e.g. "Symbols not found") and dumped nothing.
+            raise MLIRCompileError("the JIT could not compile it (no object file; see its message on stderr)")
     except _byte_bools.ByteBoolsError as e:
         raise MLIRCompileError(f"its bool buffers cannot be kept in bytes ({e})") from e
     except _strided_access.StridedAccessError as e:

@@ -30,7 +30,7 @@ import torch
 import torch.fx
 from torch._inductor.virtualized import V
 
-from . import _collective_buffers, _half_sums, _lanes, _math
+from . import _collective_buffers, _half_numbers, _half_sums, _lanes, _math
 
 
 class UnmappableGroup(Exception):
@@ -478,6 +478,9 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
         call = (_lanes.lane_reduction_call(wide, node) if _lanes.is_lane_reduction(node)
                 else f"{name}({', '.join(wide)})")
         return f"torch.ops.aten._to_copy.default({call}, dtype={value.dtype})"
+    if _half_numbers.computes_with_a_half_number(node):
+        # Note [Half-precision arithmetic with a number in float32]
+        return _half_numbers.float32_call(node, name, args)
     if _lanes.is_lane_reduction(node):
         # Note [Innermost reductions in lanes]
         return _lanes.lane_reduction_call(args, node)

@@ -1,0 +1,113 @@
+"""Minimal cases of what the bfloat16 and float16 gradient runs of the wide
+compiled OpInfo scan (test_compile_opinfo_full.py with
+TORCH_NPU_COMPILE_OPINFO_GRAD_DTYPES) found, each compiled and compared with
+eager npu and, where precision is the question, a float64 CPU reference:
+
+- a kernel converting float64 values to bfloat16 (float_power's backward of
+  bfloat16 inputs) could not be compiled: LLVM called ``__truncdfbf2``,
+  which libgcc before GCC 13 lacks, and the kernel ran eagerly with a
+  fallback warning. The conversion now rounds through float32, as eager's
+  c10 conversion does (Note [Float64 to half precision through float32]);
+- arithmetic of a half tensor with a number its type cannot hold (pi)
+  rounded the number to the half type first, where eager computes with it
+  in float32: sinc's gradient, which starts from pi * x, was 0.1 off
+  eager's in bfloat16, silently (Note [Half-precision arithmetic with a
+  number in float32]).
+
+Inputs are made inside each test: npu tensors made at import stay
+allocated for the whole session.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+from torch_npu.graph.compile import _mlir
+from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
+
+needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
+
+
+def _compiled_as_mlir(fn, *args):
+    """``fn`` compiled and run; fails if a kernel fell back to eager."""
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        actual = torch.compile(fn, dynamic=False)(*args)
+    fallbacks = [str(w.message) for w in caught if issubclass(w.category, NPUKernelFallbackWarning)]
+    assert not fallbacks, fallbacks
+    return actual
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_float64_to_half_rounds_through_float32_as_eager(dtype: torch.dtype) -> None:
+    # Each value lies just above the midpoint between two neighbours of the
+    # half type, closer than float32 resolves: rounded directly it goes up,
+    # through float32 (as eager's c10 conversion does) it is a tie that
+    # rounds to even, down.
+    mantissa_bits = 7 if dtype == torch.bfloat16 else 10
+    ties = [1 + 2.0 ** -(mantissa_bits + 1), 3 + 2.0 ** -(mantissa_bits)]
+    values = torch.tensor([t + 2.0 ** -40 for t in ties] + [-2.5, 1e-3, 0.0], dtype=torch.float64).to("npu")
+
+    def fn(x):
+        return (x * 1.0).to(dtype)
+
+    expected = fn(values)
+    actual = _compiled_as_mlir(fn, values)
+    assert actual.dtype == dtype
+    assert torch.equal(actual.cpu(), expected.cpu())
+    assert actual[0].item() == 1.0  # the tie of float32, rounded to even
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_float_power_gradients_of_half_inputs_compile(dtype: torch.dtype) -> None:
+    # float_power computes in float64; its gradients are converted back to
+    # the inputs' half type inside the backward kernel.
+    base = torch.tensor([0.5, 1.25, 2.0, 3.5, 7.0], dtype=torch.float64)
+    exponent = torch.tensor([2.0, -1.5, 0.5, 1.25, 3.0], dtype=torch.float64)
+
+    def fn(x, y):
+        return torch.autograd.grad(torch.float_power(x, y).sum(), (x, y))
+
+    inputs = [t.to(dtype).to("npu").requires_grad_(True) for t in (base, exponent)]
+    expected = fn(*inputs)
+    actual = _compiled_as_mlir(fn, *inputs)
+    assert [t.dtype for t in actual] == [dtype, dtype]
+    torch.testing.assert_close(actual, expected, atol=0.0, rtol=0.0)
+    reference = fn(*[t.to(dtype).double().requires_grad_(True) for t in (base, exponent)])
+    torch.testing.assert_close([t.cpu().double() for t in actual], list(reference), atol=1e-2, rtol=1e-2)
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_arithmetic_with_a_number_as_eager(dtype: torch.dtype) -> None:
+    # pi is 3.140625 in either half type: pi * x with the number rounded
+    # first differs from eager's float32 pi * x (-6.625: -20.75 for -20.875
+    # in bfloat16), and so does sinc's gradient, which starts from it.
+    x = torch.tensor([-6.625, 8.5, 0.3, -1.7, 2.25, 100.0], dtype=torch.float64).to(dtype).to("npu")
+
+    def fn(x):
+        return x * math.pi, x / 0.3 - 0.1, torch.add(x, x, alpha=0.1), 1.1 - x
+
+    expected = fn(x)
+    actual = _compiled_as_mlir(fn, x)
+    assert [t.dtype for t in actual] == [dtype] * 4
+    for a, e in zip(actual, expected):
+        assert torch.equal(a.cpu(), e.cpu()), (a, e)
+    if dtype == torch.bfloat16:
+        assert actual[0][0].item() == -20.875
+
+    def gradient(x):
+        return torch.autograd.grad((torch.sinc(x).float() * 6).sum(), x)[0]
+
+    source = x.detach().requires_grad_(True)
+    expected_gradient = gradient(source)
+    actual_gradient = _compiled_as_mlir(gradient, source)
+    tolerance = 1.6e-2 if dtype == torch.bfloat16 else 1e-2
+    torch.testing.assert_close(actual_gradient, expected_gradient, atol=tolerance, rtol=tolerance)
