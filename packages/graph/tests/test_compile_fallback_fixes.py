@@ -35,22 +35,12 @@ import torch
 import torch.nn.functional as F
 
 from torch_npu.graph.compile import _mlir
+from _mlir_only import compiled_as_mlir
 from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
 
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
 _FLOATS = [torch.float32, torch.float16, torch.bfloat16]
-
-
-def _compiled_as_mlir(fn, *args):
-    """``fn`` compiled and run; fails if a kernel fell back to eager."""
-    torch._dynamo.reset()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        actual = torch.compile(fn, dynamic=False)(*args)
-    fallbacks = [str(w.message) for w in caught if issubclass(w.category, NPUKernelFallbackWarning)]
-    assert not fallbacks, fallbacks
-    return actual
 
 
 def _edges(dtype: torch.dtype) -> torch.Tensor:
@@ -64,7 +54,7 @@ def _edges(dtype: torch.dtype) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", _FLOATS, ids=str)
 def test_erfc_compiles_and_matches_eager(dtype):
     x = _edges(dtype)
-    actual = _compiled_as_mlir(torch.erfc, x)
+    actual = compiled_as_mlir(torch.erfc, x)
     torch.testing.assert_close(actual, torch.erfc(x), equal_nan=True)
 
 
@@ -77,7 +67,7 @@ def test_erfinv_compiles_and_matches_eager(dtype):
     near_one = 1 - torch.logspace(-8, -1, 141, dtype=torch.float64)
     x = torch.cat([ramp, near_one, -near_one, torch.logspace(-40, 0, 161, dtype=torch.float64)]).to(dtype)
     x = torch.cat([x, _edges(dtype).cpu()]).to("npu")
-    torch.testing.assert_close(_compiled_as_mlir(torch.erfinv, x), torch.erfinv(x), equal_nan=True)
+    torch.testing.assert_close(compiled_as_mlir(torch.erfinv, x), torch.erfinv(x), equal_nan=True)
 
 
 @needs_mlir
@@ -85,7 +75,7 @@ def test_erfc_is_accurate_relative_to_its_value():
     # 1 - erf(x) would be 0 or an ulp of 1 where erfc(x) is tiny;
     # assert_close's atol hides that, so this compares relative error only.
     x = torch.linspace(-3, 9, 2001, device="npu")
-    actual = _compiled_as_mlir(torch.erfc, x)
+    actual = compiled_as_mlir(torch.erfc, x)
     torch.testing.assert_close(actual, torch.erfc(x), rtol=2e-6, atol=0)
 
 
@@ -98,10 +88,10 @@ def test_hypot_compiles_and_matches_eager(dtype):
                          dtype=torch.float64)
     a, b = torch.meshgrid(edges, edges, indexing="ij")
     a, b = a.to(dtype).to("npu"), b.to(dtype).to("npu")
-    actual = _compiled_as_mlir(torch.hypot, a, b)
+    actual = compiled_as_mlir(torch.hypot, a, b)
     torch.testing.assert_close(actual, torch.hypot(a, b), equal_nan=True)
     x, y = _edges(dtype), _edges(dtype).flip(0)
-    torch.testing.assert_close(_compiled_as_mlir(torch.hypot, x, y), torch.hypot(x, y), equal_nan=True)
+    torch.testing.assert_close(compiled_as_mlir(torch.hypot, x, y), torch.hypot(x, y), equal_nan=True)
 
 
 @needs_mlir
@@ -117,14 +107,14 @@ def test_amax_amin_gradients_compile_and_keep_nan(op, shape):
         reduced = getattr(x, op)()
         return torch.autograd.grad(reduced * 3, [x])[0]
 
-    actual = _compiled_as_mlir(gradient, x)
+    actual = compiled_as_mlir(gradient, x)
     torch.testing.assert_close(actual, gradient(x), equal_nan=True)
 
 
 @needs_mlir
 def test_eq_of_a_value_with_itself_is_false_at_nan():
     x = torch.tensor([1.0, math.nan, -math.inf, math.inf, -0.0], device="npu")
-    actual = _compiled_as_mlir(lambda t: (t * 1 == t, t.amax() == t[1]), x)
+    actual = compiled_as_mlir(lambda t: (t * 1 == t, t.amax() == t[1]), x)
     torch.testing.assert_close(actual, (x * 1 == x, x.amax() == x[1]))
 
 
@@ -137,7 +127,7 @@ def test_float_predicates_of_integers_compile(dtype, op):
     info = torch.iinfo(dtype)
     x = torch.tensor([[info.min, -1 if info.min < 0 else 0, 0], [1, 7, info.max]], dtype=dtype, device="npu")
     fn = getattr(torch, op)
-    torch.testing.assert_close(_compiled_as_mlir(fn, x), fn(x))
+    torch.testing.assert_close(compiled_as_mlir(fn, x), fn(x))
 
 
 @needs_mlir
@@ -148,8 +138,8 @@ def test_floor_division_of_bytes_compiles(dtype):
                                  & set(range(info.min, info.max + 1))), dtype=dtype)
     a, b = torch.meshgrid(values, values[values != 0], indexing="ij")
     a, b = a.to("npu"), b.to("npu")
-    torch.testing.assert_close(_compiled_as_mlir(torch.floor_divide, a, b), torch.floor_divide(a, b))
-    torch.testing.assert_close(_compiled_as_mlir(lambda t: torch.div(t, 3, rounding_mode="floor"), a),
+    torch.testing.assert_close(compiled_as_mlir(torch.floor_divide, a, b), torch.floor_divide(a, b))
+    torch.testing.assert_close(compiled_as_mlir(lambda t: torch.div(t, 3, rounding_mode="floor"), a),
                                torch.div(a, 3, rounding_mode="floor"))
 
 
@@ -161,12 +151,12 @@ def test_as_strided_copy_compiles():
     def overlapping(t):
         return torch.as_strided_copy(t * 2, (3, 4), (2, 1), 1)
 
-    torch.testing.assert_close(_compiled_as_mlir(overlapping, x), overlapping(x), equal_nan=True)
+    torch.testing.assert_close(compiled_as_mlir(overlapping, x), overlapping(x), equal_nan=True)
 
     def transposed(t):
         return torch.as_strided_copy(t.reshape(3, 4) - 1, (4, 3), (1, 4))
 
-    torch.testing.assert_close(_compiled_as_mlir(transposed, x), transposed(x), equal_nan=True)
+    torch.testing.assert_close(compiled_as_mlir(transposed, x), transposed(x), equal_nan=True)
 
 
 @needs_mlir
@@ -190,9 +180,9 @@ def test_copysign_and_signbit_compile_with_the_sign_of_nan_and_zero(dtype):
         return (torch.copysign(a, b), torch.copysign(a, negative_nan), torch.signbit(b),
                 torch.signbit(negative_nan), torch.copysign(a[0], b[1]))
 
-    torch.testing.assert_close(_compiled_as_mlir(signs, x, y), signs(x, y), equal_nan=True)
+    torch.testing.assert_close(compiled_as_mlir(signs, x, y), signs(x, y), equal_nan=True)
     # compared bit for bit: assert_close does not see the sign of a NaN
-    actual, expected = _compiled_as_mlir(signs, x, y)[1], signs(x, y)[1]
+    actual, expected = compiled_as_mlir(signs, x, y)[1], signs(x, y)[1]
     assert torch.equal(torch.signbit(actual), torch.signbit(expected))
 
 
@@ -316,7 +306,7 @@ def test_half_precision_sums_accumulate_in_float32(dtype):
         return (t.sum(), (t * 2).mean(), torch.where(t > 1, t, 0).sum(), r.sum(1), r.sum(0, keepdim=True),
                 r.mean(1), t[0].sum())
 
-    torch.testing.assert_close(_compiled_as_mlir(sums, x, rows), sums(x, rows))
+    torch.testing.assert_close(compiled_as_mlir(sums, x, rows), sums(x, rows))
 
 
 @needs_mlir
@@ -333,7 +323,7 @@ def test_roll_compiles(dtype):
         return (torch.roll(t, 3, 1), torch.roll(t, (1, -2), (0, 1)), torch.roll(t, 23), torch.roll(t, -13, 0),
                 torch.roll(t, 7, 1)[1:])
 
-    torch.testing.assert_close(_compiled_as_mlir(rolls, x), rolls(x), equal_nan=True)
+    torch.testing.assert_close(compiled_as_mlir(rolls, x), rolls(x), equal_nan=True)
 
 
 @needs_mlir
@@ -354,8 +344,8 @@ def test_fmod_of_integers_by_a_number(dtype):
             torch._dynamo.reset()
             torch.testing.assert_close(torch.compile(remainders)(x), remainders(x))
         return
-    torch.testing.assert_close(_compiled_as_mlir(remainders, x), remainders(x))
-    torch.testing.assert_close(_compiled_as_mlir(lambda t: torch.fmod(t, -3), x), torch.fmod(x, -3))
+    torch.testing.assert_close(compiled_as_mlir(remainders, x), remainders(x))
+    torch.testing.assert_close(compiled_as_mlir(lambda t: torch.fmod(t, -3), x), torch.fmod(x, -3))
 
 
 @needs_mlir
@@ -372,7 +362,7 @@ def test_constant_pad_with_negative_pads_compiles(dtype):
         return (F.pad(t, (-1, 2, 1, -2), value=fill), F.pad(t, (-1, -1, -1, -1)), F.pad(t, (0, -4)),
                 F.pad(t, (-2, 0, 0, 0, 1, -2), value=fill), F.pad(t, (3, -4)))
 
-    torch.testing.assert_close(_compiled_as_mlir(pads, x), pads(x), equal_nan=True)
+    torch.testing.assert_close(compiled_as_mlir(pads, x), pads(x), equal_nan=True)
 
 
 _CROPPING_GRADIENTS = {

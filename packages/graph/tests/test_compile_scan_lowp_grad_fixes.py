@@ -21,26 +21,14 @@ allocated for the whole session.
 from __future__ import annotations
 
 import math
-import warnings
 
 import pytest
 import torch
 
 from torch_npu.graph.compile import _mlir
-from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
+from _mlir_only import compiled_as_mlir
 
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
-
-
-def _compiled_as_mlir(fn, *args):
-    """``fn`` compiled and run; fails if a kernel fell back to eager."""
-    torch._dynamo.reset()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        actual = torch.compile(fn, dynamic=False)(*args)
-    fallbacks = [str(w.message) for w in caught if issubclass(w.category, NPUKernelFallbackWarning)]
-    assert not fallbacks, fallbacks
-    return actual
 
 
 @needs_mlir
@@ -58,7 +46,7 @@ def test_float64_to_half_rounds_through_float32_as_eager(dtype: torch.dtype) -> 
         return (x * 1.0).to(dtype)
 
     expected = fn(values)
-    actual = _compiled_as_mlir(fn, values)
+    actual = compiled_as_mlir(fn, values)
     assert actual.dtype == dtype
     assert torch.equal(actual.cpu(), expected.cpu())
     assert actual[0].item() == 1.0  # the tie of float32, rounded to even
@@ -77,7 +65,7 @@ def test_float_power_gradients_of_half_inputs_compile(dtype: torch.dtype) -> Non
 
     inputs = [t.to(dtype).to("npu").requires_grad_(True) for t in (base, exponent)]
     expected = fn(*inputs)
-    actual = _compiled_as_mlir(fn, *inputs)
+    actual = compiled_as_mlir(fn, *inputs)
     assert [t.dtype for t in actual] == [dtype, dtype]
     torch.testing.assert_close(actual, expected, atol=0.0, rtol=0.0)
     reference = fn(*[t.to(dtype).double().requires_grad_(True) for t in (base, exponent)])
@@ -96,7 +84,7 @@ def test_half_arithmetic_with_a_number_as_eager(dtype: torch.dtype) -> None:
         return x * math.pi, x / 0.3 - 0.1, torch.add(x, x, alpha=0.1), 1.1 - x
 
     expected = fn(x)
-    actual = _compiled_as_mlir(fn, x)
+    actual = compiled_as_mlir(fn, x)
     assert [t.dtype for t in actual] == [dtype] * 4
     for a, e in zip(actual, expected):
         assert torch.equal(a.cpu(), e.cpu()), (a, e)
@@ -108,6 +96,6 @@ def test_half_arithmetic_with_a_number_as_eager(dtype: torch.dtype) -> None:
 
     source = x.detach().requires_grad_(True)
     expected_gradient = gradient(source)
-    actual_gradient = _compiled_as_mlir(gradient, source)
+    actual_gradient = compiled_as_mlir(gradient, source)
     tolerance = 1.6e-2 if dtype == torch.bfloat16 else 1e-2
     torch.testing.assert_close(actual_gradient, expected_gradient, atol=tolerance, rtol=tolerance)
