@@ -46,8 +46,9 @@ dist.destroy_process_group()
 """
 
 
-def run_ranks(tmp_path: Path, source: str, timeout: float) -> list[list[str]]:
-    """Runs ``source`` as 2 ranks of one hccl job; their stdout lines."""
+def run_ranks(tmp_path: Path, source: str, timeout: float, errors: list[str] | None = None) -> list[list[str]]:
+    """Runs ``source`` as 2 ranks of one hccl job; their stdout lines (and
+    their stderr appended to ``errors``)."""
     script = tmp_path / "rank.py"
     script.write_text(textwrap.dedent(source))
     store = tmp_path / "store"
@@ -60,6 +61,8 @@ def run_ranks(tmp_path: Path, source: str, timeout: float) -> list[list[str]]:
             out, err = proc.communicate(timeout=timeout)
             assert proc.returncode == 0, f"rank {rank} failed:\n{out}\n{err}"
             outputs.append(out.splitlines())
+            if errors is not None:
+                errors.append(err)
     finally:
         for proc in procs:
             proc.kill()
@@ -155,7 +158,13 @@ dist.destroy_process_group()
 
 
 def test_compiled_functional_collectives_ddp_and_tensor_parallel_match_eager(tmp_path: Path) -> None:
-    outputs = run_ranks(tmp_path, COMPILED_RANK, timeout=600)
+    errors: list[str] = []
+    outputs = run_ranks(tmp_path, COMPILED_RANK, timeout=600, errors=errors)
+    # Each collective issued once and waited for: a second lowering issued
+    # one twice, never waited (torch warns at exit), and the results read
+    # by the next kernel were garbage whenever the ranks ran fast enough.
+    for rank, err in enumerate(errors):
+        assert "unwaited collective" not in err, (rank, err[-2000:])
     for rank, lines in enumerate(outputs):
         values = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in lines}
         differences = ast.literal_eval(values["collectives"])

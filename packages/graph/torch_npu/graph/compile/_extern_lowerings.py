@@ -59,6 +59,11 @@ _BROKEN_LOWERINGS = frozenset(
     getattr(aten, name).default for name in ("avg_pool2d_backward", "avg_pool3d_backward") if hasattr(aten, name))
 
 
+# Namespaces of ops with effects beyond their results (collectives): they
+# are lowered once, by Inductor alone.
+_COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d", "_dtensor", "symm_mem"})
+
+
 def _on_npu(node: torch.fx.Node) -> bool:
     """Whether ``node`` computes or reads a tensor on npu."""
     values = [node.meta.get("val"), *(arg.meta.get("val") for arg in node.all_input_nodes)]
@@ -67,11 +72,14 @@ def _on_npu(node: torch.fx.Node) -> bool:
 
 def _tries_lowering(node: torch.fx.Node | None, target: Any) -> bool:
     """Whether an op of ``node`` is lowered by Inductor and checked, rather
-    than left to Inductor alone."""
+    than left to Inductor alone. Never a collective: a second lowering
+    would issue it twice (the first one's extern kernel has effects, so it
+    is not dropped as dead code)."""
     from torch._inductor.lowering import lowerings
 
     return (node is not None and node.op == "call_function" and node.target is target
-            and isinstance(target, torch._ops.OpOverload) and target in lowerings
+            and isinstance(target, torch._ops.OpOverload) and target.namespace not in _COLLECTIVE_NAMESPACES
+            and target in lowerings
             and not getattr(lowerings[target], "_is_fallback_handler", False)  # an extern kernel already
             and not target._schema.is_mutable and _FALLBACK_META not in node.meta and _on_npu(node))
 
@@ -128,7 +136,11 @@ def _reads_an_unnamed_extern(graph: Any, first_buffer: int, result: Any) -> bool
     unnamed = {buffer.get_name() for buffer in graph.buffers[first_buffer:]
                if isinstance(buffer, (ir.ExternKernelAlloc, ir.ExternKernelOut))
                and getattr(buffer, "origin_node", None) is None}
-    return bool(unnamed) and any(isinstance(value, ir.TensorBox) and unnamed & set(value.get_read_names())
+    # Only a loop reading such an output: an extern kernel the lowering
+    # returns (a collective's output) is read by the wrapper as it is.
+    return bool(unnamed) and any(isinstance(value, ir.TensorBox) and isinstance(value.data, ir.StorageBox)
+                                 and isinstance(value.data.data, (ir.ComputedBuffer, ir.Loops))
+                                 and unnamed & set(value.get_read_names())
                                  for value in pytree.tree_leaves(result))
 
 
