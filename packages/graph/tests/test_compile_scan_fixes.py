@@ -126,3 +126,12 @@ def test_fallback_message_names_the_op_mlir_refuses(tmp_path, monkeypatch):
     with pytest.raises(_mlir.MLIRCompileError, match="torch.prims.rev"):
         _mlir.get_kernel("rev_kernel", "rev", [((5, 5), torch.float32)], program,
                          lambda: [torch.zeros(5, 5)])
+
+
+@needs_mlir
+@pytest.mark.parametrize("pads", [(1, 0), (0, 1), (1, 2, 0, 3), (-1, 1)])
+def test_constant_padding_of_a_last_dimension_of_16_compiles(pads):
+    # Padded with tensor.pad, LLVM's compile of this kernel did not end
+    # for a pad of one element (Note [Paddings as concatenations]).
+    x = _ramp(4, 8, 16, 16)
+    _compiled_matches_eager_as_mlir(lambda a: F.pad(a, pads, value=0.5) * 2, x)

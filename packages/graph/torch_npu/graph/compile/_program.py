@@ -581,11 +581,19 @@ def _divides_signed_integers(node: Any) -> bool:
     return info.min <= divisor <= info.max
 
 
+# Note [Paddings as concatenations]
+# torch-mlir lowers constant_pad_nd to tensor.pad, and LLVM's O3 compile of
+# the kernel that pads the last dimension of a (4, 8, 16, 16) tensor by one
+# element did not end (minutes; a pad by 2 took 2 s): a compiled
+# F.pad(x, (1, 0)) hung. So a program pads by concatenating blocks of the
+# fill value before and after the (cropped) tensor, one dimension at a
+# time: the same elements, lowered as slices inserted into one buffer.
 def _cropped_then_padded(node: Any, args: list[str]) -> str | None:
     """The source of ``constant_pad_nd`` ``node`` with its negative pads as
-    slices and the rest as a padding, and of bools in bytes (Note [Ops
-    torch-mlir folds or lowers wrongly]), or None where it needs neither,
-    its shapes are not static or it crops a dimension to nothing."""
+    slices, its positive ones as concatenations (Note [Paddings as
+    concatenations]) and bools in bytes (Note [Ops torch-mlir folds or
+    lowers wrongly]), or None where its shapes or fill are not static or it
+    crops a dimension to nothing."""
     source = _meta_value(node.args[0])
     pads = node.args[1] if len(node.args) > 1 else None
     fill = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0)
@@ -594,11 +602,14 @@ def _cropped_then_padded(node: Any, args: list[str]) -> str | None:
             or not all(isinstance(n, int) for n in source.shape)):
         return None
     in_bytes = source.dtype == torch.bool
-    if not in_bytes and min(pads, default=0) >= 0:
-        return None
-    if in_bytes and not isinstance(fill, (bool, int, float)):
-        return None
-    cropped = f"torch.ops.aten._to_copy.default({args[0]}, dtype=torch.uint8)" if in_bytes else args[0]
+    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+        if not (in_bytes and isinstance(fill, bool)):
+            return None
+    dtype = torch.uint8 if in_bytes else source.dtype
+    fill_source = (str(int(bool(fill))) if in_bytes else repr(fill) if math.isfinite(fill)
+                   else f"float({str(fill)!r})")
+    result = f"torch.ops.aten._to_copy.default({args[0]}, dtype=torch.uint8)" if in_bytes else args[0]
+    sizes = list(source.shape)
     for i in range(len(pads) // 2):
         dim = source.dim() - 1 - i
         before, after = pads[2 * i], pads[2 * i + 1]
@@ -606,15 +617,26 @@ def _cropped_then_padded(node: Any, args: list[str]) -> str | None:
         if end <= start:
             return None  # all cropped: torch-mlir's padding of nothing fails too
         if start > 0 or end < source.shape[dim]:
-            cropped = f"torch.ops.aten.slice.Tensor({cropped}, {dim}, {start}, {end})"
-    padding = [max(p, 0) for p in pads]
-    if not any(padding):
-        result = f"torch.ops.aten.clone.default({cropped})"
-    elif in_bytes:
-        result = f"torch.ops.aten.constant_pad_nd.default({cropped}, {padding}, {int(bool(fill))})"
-    else:
-        rest = ", ".join(args[2:])
-        result = f"torch.ops.aten.constant_pad_nd.default({cropped}, {padding}{', ' + rest if rest else ''})"
+            result = f"torch.ops.aten.slice.Tensor({result}, {dim}, {start}, {end})"
+        sizes[dim] = end - start
+    if not any(p > 0 for p in pads):
+        result = f"torch.ops.aten.clone.default({result})"
+        return f"torch.ops.aten.ne.Scalar({result}, 0)" if in_bytes else result
+    # Note [Paddings as concatenations]
+    for i in range(len(pads) // 2):
+        dim = source.dim() - 1 - i
+        before, after = max(pads[2 * i], 0), max(pads[2 * i + 1], 0)
+        parts = []
+        for width in (before, None, after):
+            if width is None:
+                parts.append(result)
+            elif width > 0:
+                shape = [*sizes[:dim], width, *sizes[dim + 1:]]
+                parts.append(f"torch.ops.aten.full.default({shape}, {fill_source}, dtype={dtype}, "
+                             "layout=torch.strided, device=_device, pin_memory=False)")
+        if len(parts) > 1:
+            result = f"torch.ops.aten.cat.default([{', '.join(parts)}], {dim})"
+        sizes[dim] += before + after
     return f"torch.ops.aten.ne.Scalar({result}, 0)" if in_bytes else result
 
 
