@@ -31,7 +31,6 @@ allocated for the whole session.
 from __future__ import annotations
 
 import math
-import warnings
 
 import pytest
 import torch
@@ -39,7 +38,7 @@ import torch._dynamo
 import torch.nn.functional as F
 
 from torch_npu.graph.compile import _mlir
-from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
+from _mlir_only import compiled_as_mlir
 
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
@@ -128,13 +127,7 @@ def _compiled_without_fallback(fn, *inputs):
     """``fn`` compiled and run on ``inputs``, and eagerly; fails if a
     kernel fell back to eager."""
     expected = fn(*inputs)
-    torch._dynamo.reset()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        actual = torch.compile(fn, dynamic=False)(*inputs)
-    fallbacks = [str(w.message) for w in caught if issubclass(w.category, NPUKernelFallbackWarning)]
-    assert not fallbacks, fallbacks
-    return actual, expected
+    return compiled_as_mlir(fn, *inputs), expected
 
 
 def _assert_near_float64(actual, fn, inputs, dtype: torch.dtype) -> None:
