@@ -315,3 +315,50 @@ def test_compiled_inference_with_padding_follows_eager():
         model.forward = torch.compile(model.forward)
         assert torch.equal(model.generate(prompt, max_new_tokens=4, do_sample=False), expected)
     torch._dynamo.reset()
+
+
+def mixtral() -> torch.nn.Module:
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    config = MixtralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                           num_experts_per_tok=2, max_position_embeddings=32)
+    return MixtralForCausalLM(config)
+
+
+def test_mixture_of_experts_trains_as_on_cpu_eager_and_compiled():
+    # transformers' grouped MoE experts count the tokens per expert with
+    # torch.histc of int32 expert ids on every device but the CPU, as CUDA
+    # allows (csrc/HistogramKernels.cpp in torch-npu-ops); npu refused
+    # integers in eager and while tracing for torch.compile. Eager npu trains
+    # to the CPU's losses exactly (the CPU counts float ids), and the compiled
+    # step follows eager with every kernel compiled.
+    from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
+
+    ids = torch.randint(1, VOCAB, (2, 16), generator=torch.Generator().manual_seed(4))
+
+    def train(device: str, compiled: bool) -> list[float]:
+        torch.manual_seed(0)
+        model = mixtral().to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
+        step = torch.compile(model) if compiled else model
+        batch = ids.to(device)
+        losses = []
+        for _ in range(3):
+            loss = step(input_ids=batch, labels=batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+        return losses
+
+    torch._dynamo.reset()
+    cpu = train("cpu", False)
+    eager = train("npu", False)
+    assert eager == cpu
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        compiled = train("npu", True)
+    torch._dynamo.reset()
+    assert_close_losses(compiled, eager, 1e-5)
+    assert compiled[-1] < compiled[0]

@@ -17,6 +17,7 @@ def install() -> None:
     backend = torch._C._get_privateuse1_backend_name()
     _linear_cross_entropy(backend)
     _meta_device_hint(backend)
+    _fake_integer_histc(backend)
 
 
 def _meta_device_hint(backend: str) -> None:
@@ -51,6 +52,37 @@ def _meta_device_hint(backend: str) -> None:
 
     device_hint._npu_as_cpu = True  # type: ignore[attr-defined]
     registrations.device_hint = device_hint
+
+
+def _fake_integer_histc(backend: str) -> None:
+    # torch.histc of an integer npu tensor follows CUDA, which takes integers
+    # (csrc/HistogramKernels.cpp), where the CPU kernel takes floating-point
+    # tensors only. The Python meta kernel of histc refuses integers wherever
+    # device_hint says "cpu", which it says for fake npu tensors (above), so
+    # torch.compile of transformers' MoE experts failed while tracing. Fake
+    # tensors consult the rules of fake_impls before any meta kernel; this
+    # rule takes integer npu tensors only and leaves every other call to the
+    # meta kernel.
+    try:
+        from torch._subclasses import fake_impls
+        from torch._subclasses.fake_tensor import FakeTensor
+    except ImportError:  # a torch without fake tensors
+        return
+    if getattr(fake_impls, "_npu_integer_histc", False):
+        return
+    histc = torch.ops.aten.histc.default
+
+    def integer_histc(fake_mode, func, input, bins=100, min=0, max=0):  # noqa: A002 (aten's names)
+        if input.device.type != backend or input.is_floating_point() or input.is_complex() or input.dtype == torch.bool:
+            return NotImplemented
+        torch._check(bins > 0, lambda: f"torch.histc: bins must be > 0, but got {bins}")
+        torch._check(max >= min, lambda: "torch.histc: max must be larger than min")
+        with fake_impls.in_kernel_invocation_manager(fake_mode):
+            counts = torch.empty(bins, dtype=input.dtype, device="meta")
+        return FakeTensor(fake_mode, counts, input.device)
+
+    fake_impls.register_op_impl(lambda func: func is histc)(integer_histc)
+    fake_impls._npu_integer_histc = True
 
 
 def _linear_cross_entropy(backend: str) -> None:

@@ -53,6 +53,7 @@ from ._distinct_results import copy_repeated_results
 from ._double_to_half import narrow_double_through_float
 from ._lanes import LANES
 from ._math import MATH_FORMS_VERSION
+from ._random_numbers import RANDOM_FORMS_VERSION
 from ._vectorizable import drop_float_reciprocal_asserts, expand_f32_exp
 
 # The passes run in three parts: after the fusion, a result returned twice
@@ -86,7 +87,7 @@ PIPELINE = (f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} "  #
 # (_math.scope()), which its source only names.
 REWRITES = ("memref-copy-runtime-1", "view-dtype-bitcast-1", "vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}",
             "bools-as-bytes-1", "double-to-half-through-float-1",
-            f"math-forms-{MATH_FORMS_VERSION}")
+            f"math-forms-{MATH_FORMS_VERSION}", f"random-forms-{RANDOM_FORMS_VERSION}")
 _FUNC = "kernel"
 _lock = threading.Lock()
 

@@ -30,7 +30,7 @@ import torch
 import torch.fx
 from torch._inductor.virtualized import V
 
-from . import _collective_buffers, _half_numbers, _half_sums, _lanes, _math
+from . import _collective_buffers, _half_numbers, _half_sums, _lanes, _math, _random_numbers
 
 
 class UnmappableGroup(Exception):
@@ -493,6 +493,10 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
     torch_mlir_source = _torch_mlir_rewrite(node, args)
     if torch_mlir_source is not None:
         return torch_mlir_source
+    random_source = _random_numbers.random_call(node, args)
+    if random_source is not None:
+        # Note [Random numbers of a kernel]
+        return random_source
     if target is torch.ops.prims.rev.default:
         # torch-mlir cannot legalize prims.rev (Inductor's flip, and with it
         # fliplr, flipud, rot90 and the backward of cumsum); aten.flip is the
@@ -963,6 +967,6 @@ def _is_bool(node: Any) -> bool:
 
 def compile_program(source: str) -> Any:
     """The program's function from its source."""
-    scope: dict[str, Any] = {"torch": torch, **_math.scope(), **_lanes.scope()}
+    scope: dict[str, Any] = {"torch": torch, **_math.scope(), **_lanes.scope(), **_random_numbers.scope()}
     exec(compile(source, "<npu kernel program>", "exec"), scope)  # noqa: S102
     return scope["program"]
