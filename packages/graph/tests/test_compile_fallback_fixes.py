@@ -386,3 +386,17 @@ def test_cropping_gradients_compile(case):
     x = torch.randn(shape, dtype=torch.float64).to(torch.float32).to("npu")
     actual = _compiled_loss_and_gradient(fn, x)
     torch.testing.assert_close(actual, _eager_loss_and_gradient(fn, x), atol=1e-5, rtol=1e-5)
+
+
+def test_kernels_compile_when_future_warnings_are_errors(tmp_path, monkeypatch):
+    # torch.export warns (FutureWarning) about torch's own LeafSpec check at
+    # every kernel's import; under -W error::FutureWarning every kernel fell
+    # back to eager ops. A cache of its own, so the kernel is compiled here.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    x = torch.randn(3, 41, device="npu")
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        actual = torch.compile(lambda t: (t * 3.25).cos() - 0.125, dynamic=False)(x)
+    torch.testing.assert_close(actual, (x * 3.25).cos() - 0.125)
