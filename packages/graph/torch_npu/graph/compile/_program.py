@@ -205,10 +205,50 @@ def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
         fx = (_computed_origin(buffer) or _realized_view_origin(buffer) or _collective_buffers.mutation_result(buffer)
               or _mutation_origin(buffer) or _extern_argument_origin(buffer) or _extern_input_origin(buffer))
         if fx is None:
-            fx = _ordering_only_origin(buffer, mapping) or _layout_copy_origin(buffer, mapping)
+            fx = (_ordering_only_origin(buffer, mapping) or _layout_copy_origin(buffer, mapping)
+                  or _concatenated_piece_origin(buffer))
         if fx is not None:
             mapping[buffer.get_name()] = fx
     return mapping
+
+
+# Note [Pieces of a concatenation]
+# Inductor lowers ``cat`` of realized inputs to a ConcatKernel: each input
+# is written straight into its slice of the result's buffer. An input that
+# cannot be moved there (a reduction whose buffer other ops also read) is
+# copied in by a buffer of its own whose layout is that slice
+# (NonOwningLayout), and whose value is that input of the cat; it has no
+# origin node of its own, so a group that computed it (Mamba's backward
+# concatenates a matmul and two reductions) could not be built. Its value
+# is the cat's input at its position among the kernel's inputs, checked by
+# shape.
+def _concatenated_piece_origin(buffer: Any) -> torch.fx.Node | None:
+    """The cat input whose value ``buffer`` copies into its slice of a
+    concatenation (Note [Pieces of a concatenation]), else None."""
+    from torch._inductor import ir
+
+    if not isinstance(getattr(buffer, "layout", None), ir.NonOwningLayout):
+        return None
+    name = buffer.get_name()
+    for kernel in V.graph.buffers:
+        if not isinstance(kernel, ir.ConcatKernel):
+            continue
+        pieces = [piece.get_name() if hasattr(piece, "get_name") else None for piece in kernel.inputs]
+        if name not in pieces:
+            continue
+        cats = [n for n in getattr(kernel, "origins", ()) if n.target is torch.ops.aten.cat.default]
+        if len(cats) != 1:
+            return None
+        cat = cats[0]
+        sources = [a for a in cat.args[0] if isinstance(a, torch.fx.Node)]
+        if len(sources) != len(pieces):
+            return None
+        source = sources[pieces.index(name)]
+        value = source.meta.get("val")
+        if not isinstance(value, torch.Tensor) or list(value.shape) != list(buffer.get_size()):
+            return None
+        return source
+    return None
 
 
 # Stream operations that write no tensor: Inductor lowers a stream's wait
@@ -741,7 +781,7 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
               and n.target is not operator.getitem):
             if n in available:
                 inputs.append(n)
-            elif _empty_shape(n) is not None:
+            elif _empty_shape(n) is not None or _uninitialized_shape(n) is not None:
                 body.append(n)  # Note [Empty values a group does not read]
                 empties.add(n)
             elif _reads_no_tensor(n, no_tensor):
@@ -785,7 +825,8 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
         as_bool[n] = f"torch.ops.aten.ne.Scalar(v{i}, 0)" if _is_bool(n) else f"v{i}"
         if n in empties:
             dtype = torch.uint8 if _is_bool(n) else n.meta["val"].dtype  # Note [Bool values of a program in bytes]
-            lines.append(f"    v{i} = torch.ops.aten.empty.memory_format({_empty_shape(n)}, dtype={dtype}, "
+            shape = _empty_shape(n) if _empty_shape(n) is not None else _uninitialized_shape(n)
+            lines.append(f"    v{i} = torch.ops.aten.empty.memory_format({shape}, dtype={dtype}, "
                          "device=_device)")
             continue
         if n.target is operator.getitem:
@@ -868,6 +909,10 @@ def _read_origin(name: str, mapping: dict[str, torch.fx.Node]) -> torch.fx.Node 
 # compute: the program creates it empty too, which also keeps ops of no
 # elements from torch-mlir (it divides by the element count when it lowers
 # the reshape of an empty iota to [1, 0, 3]: SIGFPE, the process died).
+# An allocation the group reads but does not compute (``new_empty_strided``,
+# which AOTAutograd's contiguous copies write with ``copy``: DeepSeek-V3's
+# attention backward) holds no value the program may depend on either: the
+# program creates it empty too.
 def _empty_shape(node: torch.fx.Node) -> list[int] | None:
     """The shape of ``node``'s value when that is a tensor without elements
     (of static shape), else None."""
@@ -875,6 +920,24 @@ def _empty_shape(node: torch.fx.Node) -> list[int] | None:
     if not isinstance(value, torch.Tensor) or not all(isinstance(s, int) for s in value.shape):
         return None
     return list(value.shape) if value.numel() == 0 else None
+
+
+_ALLOCATIONS = ("empty.memory_format", "empty_strided.default", "new_empty_strided.default", "new_empty.default",
+                "empty_like.default")
+
+
+def _uninitialized_shape(node: torch.fx.Node) -> list[int] | None:
+    """The shape of ``node``'s value when the node allocates a tensor of
+    static shape without writing it (Note [Empty values a group does not
+    read]), else None."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten" or \
+            f"{target._opname}.{target._overloadname}" not in _ALLOCATIONS:
+        return None
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor) or not all(isinstance(s, int) for s in value.shape):
+        return None
+    return list(value.shape)
 
 
 # Note [Index values computed from no tensor]
