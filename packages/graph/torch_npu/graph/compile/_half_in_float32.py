@@ -46,6 +46,12 @@ same:
   compiled result that differs from eager for a conversion the user wrote
   on purpose is the kind of silent difference issue 19 is about.
 
+It is also faster: LLVM has no bfloat16 arithmetic and rounded each op's
+float32 result back to bfloat16 in software; a compiled bfloat16 chain of
+eleven pointwise ops on 4M elements took half the time it took rounded per
+op (about 27 ms for 53 ms on the simulator's CPU, a shared machine). The
+half-typed ``v<i>`` no op reads are dead code MLIR removes.
+
 Ops whose result depends on the type they are computed in stay in the half
 type (``_OWN_TYPE``): nextafter (the next half number, not the next float32
 one), nan_to_num (its default bounds are the type's largest numbers), and
