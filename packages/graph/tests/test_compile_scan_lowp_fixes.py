@@ -20,7 +20,7 @@ compared with eager npu:
 - lerp of float16 and bfloat16 is computed in float32, as eager computes it;
   Inductor's decomposition rounded ``end - start`` to the half type (lerp
   of 40000 and -40000 by 0.3 gave inf for 16000), silently (Note
-  [Pointwise decompositions of half values in float32]);
+  [Half-precision pointwise work in float32]);
 - one_hot of a 0-d int64 tensor compiles: the group of its dropped class
   checks has no output, and its program ("return (,)") did not parse.
 

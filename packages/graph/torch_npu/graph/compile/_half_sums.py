@@ -34,14 +34,10 @@ themselves (or round where eager's kernels round), the pools and cumulative
 sums are reductions of ``_ACCUMULATING``, and addcmul, glu and atan2 gave
 eager's values.
 
-What stays: a decomposition into several pointwise ops of the half type
-rounds each step's result in a program, where Inductor's own code keeps
-float32 between fused pointwise ops. Inductor's decomposition of lerp is
-traced in float32 (Note [Pointwise decompositions of half values in
-float32], _half_pointwise.py), but Dynamo splits ``addcdiv`` with a
-``value`` into div, mul and add before any decomposition: of float16, a
-quotient above 65504 is inf even where ``value`` scales the result back into
-range and eager gives a finite value.
+Pointwise steps between them (a decomposition's, Dynamo's split of
+``addcdiv``, a user's chain) are computed in float32 too, and the result of
+such a reduction stays float32 for the steps after it in the group (Note
+[Half-precision pointwise work in float32], _half_in_float32.py).
 """
 
 from __future__ import annotations

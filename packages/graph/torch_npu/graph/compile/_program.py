@@ -30,7 +30,7 @@ import torch
 import torch.fx
 from torch._inductor.virtualized import V
 
-from . import _collective_buffers, _half_numbers, _half_sums, _lanes, _math, _random_numbers
+from . import _collective_buffers, _half_in_float32, _half_sums, _lanes, _math, _random_numbers
 
 
 class UnmappableGroup(Exception):
@@ -518,9 +518,6 @@ def _call(node: torch.fx.Node, args: list[str], names: dict[torch.fx.Node, str])
         call = (_lanes.lane_reduction_call(wide, node) if _lanes.is_lane_reduction(node)
                 else f"{name}({', '.join(wide)})")
         return f"torch.ops.aten._to_copy.default({call}, dtype={value.dtype})"
-    if _half_numbers.computes_with_a_half_number(node):
-        # Note [Half-precision arithmetic with a number in float32]
-        return _half_numbers.float32_call(node, name, args)
     if _lanes.is_lane_reduction(node):
         # Note [Innermost reductions in lanes]
         return _lanes.lane_reduction_call(args, node)
@@ -820,6 +817,29 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     # an op other than a view uses it.
     as_bool = {n: f"torch.ops.aten.ne.Scalar({name}, 0)" if _is_bool(n) else name for n, name in names.items()}
     op_names: list[str] = []
+    # Note [Half-precision pointwise work in float32]: ``wide`` are the half
+    # values computed in float32 (``w<i>``; ``v<i>`` is the value rounded
+    # once), ``float32_names`` the sources ops computed in float32 read
+    # their operands by (the half values the group reads or rounded
+    # converted to float32 once, as ``u<k>``).
+    wide: set[torch.fx.Node] = set()
+    float32_names: dict[torch.fx.Node, str] = {}
+
+    def float32_uses(n: torch.fx.Node) -> dict[torch.fx.Node, str]:
+        for a in n.all_input_nodes:
+            if _is_symbolic(a):
+                continue
+            a = _key(a, names)
+            if a in float32_names:
+                continue
+            if _half_in_float32.is_half(a):
+                float32_names[a] = f"u{len(float32_names)}"
+                lines.append(f"    {float32_names[a]} = torch.ops.aten._to_copy.default({names[a]}, "
+                             "dtype=torch.float32)")
+            else:
+                float32_names[a] = as_bool[a]
+        return float32_names
+
     for i, n in enumerate(body):
         names[n] = f"v{i}"
         as_bool[n] = f"torch.ops.aten.ne.Scalar(v{i}, 0)" if _is_bool(n) else f"v{i}"
@@ -831,6 +851,10 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             continue
         if n.target is operator.getitem:
             lines.append(f"    v{i} = {names[n.args[0]]}[{int(n.args[1])}]")
+            if n.args[0] in wide:  # a part of a split computed in float32
+                lines.append(f"    w{i} = {float32_names[n.args[0]]}[{int(n.args[1])}]")
+                wide.add(n)
+                float32_names[n] = f"w{i}"
             continue
         # ``op``: ``n`` with the overload it calls (``n`` stays the key of names).
         op = _with_overload(n) if isinstance(n.target, torch._ops.OpOverloadPacket) else n
@@ -840,6 +864,33 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
         uses = names if is_view else as_bool
         args = [printer.value(a, uses) for a in n.args]
         args += [f"{k}={printer.value(v, uses)}" for k, v in n.kwargs.items()]
+        if not is_view and _half_in_float32.computed_in_float32(op):
+            # Note [Half-precision pointwise work in float32]
+            uses32 = float32_uses(n)
+            wide_args, wide_kwargs = _half_in_float32.float32_dtype_arguments(op)
+            args32 = [printer.value(a, uses32) for a in wide_args]
+            args32 += [f"{k}={printer.value(v, uses32)}" for k, v in wide_kwargs.items()]
+            lines.append(f"    w{i} = {_call(_half_in_float32.InFloat32(op), args32, uses32)}")
+            lines.append(f"    v{i} = torch.ops.aten._to_copy.default(w{i}, dtype={n.meta['val'].dtype})")
+            wide.add(n)
+            float32_names[n] = f"w{i}"
+            if _op_name(op) not in op_names:
+                op_names.append(_op_name(op))
+            continue
+        if is_view and _is_view_of_float32(n, wide, names):
+            # the same view of the value computed in float32
+            uses32 = float32_uses(n)
+            args32 = [printer.value(a, uses32) for a in n.args]
+            args32 += [f"{k}={printer.value(v, uses32)}" for k, v in n.kwargs.items()]
+            lines.append(f"    w{i} = {_call(op, args32, uses32)}")
+            wide.add(n)
+            float32_names[n] = f"w{i}"
+        elif (_half_in_float32.converts_to_a_wide_type(op) and isinstance(n.args[0], torch.fx.Node)
+              and _key(n.args[0], names) in wide):
+            # .float() of a value computed in float32 reads that value
+            uses32 = float32_uses(n)
+            args = [printer.value(a, uses32) for a in n.args]
+            args += [f"{k}={printer.value(v, uses32)}" for k, v in n.kwargs.items()]
         call = _call(op, args, uses)
         constant = _bool_constant_bytes(op) if not is_view else None
         if constant is not None:
@@ -964,6 +1015,31 @@ def _reads_no_tensor(node: torch.fx.Node, memo: dict[torch.fx.Node, bool]) -> bo
               and all(_is_symbolic(arg) or _reads_no_tensor(arg, memo) for arg in node.all_input_nodes))
     memo[node] = result
     return result
+
+
+def _key(n: torch.fx.Node, names: dict[torch.fx.Node, str]) -> torch.fx.Node:
+    """The node ``n`` is named by in a program: ``n``, or the one whose
+    value it passes on (Note [Values passed through control
+    dependencies])."""
+    while n not in names:
+        source = _passed_through(n)
+        if source is None:
+            return n
+        n = source
+    return n
+
+
+def _is_view_of_float32(n: torch.fx.Node, wide: set[torch.fx.Node], names: dict[torch.fx.Node, str]) -> bool:
+    """Whether view ``n`` views a value computed in float32 (``wide``) as
+    values of the same type (not a ``view.dtype``; Note [Half-precision
+    pointwise work in float32])."""
+    source = n.args[0] if n.args else None
+    if not isinstance(source, torch.fx.Node) or _key(source, names) not in wide:
+        return False
+    value = n.meta.get("val")
+    values = value if isinstance(value, (list, tuple)) else [value]
+    dtype = _key(source, names).meta["val"].dtype
+    return all(isinstance(v, torch.Tensor) and v.dtype == dtype for v in values)
 
 
 class _WithOverload:
