@@ -336,11 +336,34 @@ ProcessGroupHCCL::~ProcessGroupHCCL() {
   }
 }
 
+void ProcessGroupHCCL::check_bound_device(c10::Device device) const {
+  const std::optional<c10::Device> bound = getBoundDeviceId();
+  TORCH_CHECK_VALUE(
+      !bound.has_value() || bound->type() != c10::DeviceType::PrivateUse1 || *bound == device,
+      "ProcessGroupHCCL: rank ", getRank(), " got a collective on ", device,
+      ", but its group is bound to ", *bound, " (init_process_group(device_id=...)): call "
+      "torch.npu.set_device(", *bound, ") before the first collective (object collectives such "
+      "as all_gather_object put their bytes on the current device), or move the tensors to ",
+      *bound);
+}
+
 ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) {
+  check_bound_device(device);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = comms_.find(device.index());
   if (it != comms_.end()) {
     return it->second;
+  }
+  if (!comms_.empty()) {
+    // Note [One device per rank]: said now, since a move of this rank alone
+    // hangs until the timeout.
+    TORCH_WARN("ProcessGroupHCCL: rank ", getRank(), " runs a collective on ", device,
+               " after collectives of this group on npu:",
+               static_cast<int>(comms_.begin()->first), "; every rank must move to another "
+               "device at the same collective, or this one waits for the others until the "
+               "group's timeout. If this rank called torch.npu.set_device after a collective "
+               "(object collectives such as all_gather_object run on the current device), call "
+               "it before the first collective, or pass device_id to init_process_group");
   }
   wait_for_all_ranks(comms_created_, device);
   // HCCL binds a communicator to the calling thread's current device.
@@ -411,12 +434,23 @@ void ProcessGroupHCCL::wait_for_all_ranks(uint64_t index, c10::Device device) {
     if (missing.empty()) {
       throw; // not a timeout: the store's own error says what went wrong
     }
+    // Note [One device per rank]
+    std::string moved;
+    for (const auto& [other, dc] : comms_) {
+      moved += (moved.empty() ? ". This rank's earlier collectives of the group ran on npu:"
+                              : ", npu:") + std::to_string(other);
+    }
+    if (!moved.empty()) {
+      moved += ": if the other ranks stayed on their device, call torch.npu.set_device before "
+               "the first collective (object collectives such as all_gather_object run on the "
+               "current device)";
+    }
     C10_THROW_ERROR(DistBackendError,
                     c10::str("ProcessGroupHCCL: rank(s) ", missing, " of ", getSize(),
                              " did not arrive within ", limit.count(), " ms (", origin,
                              ") to create the hccl communicator of ", device, " for rank ",
                              getRank(), "'s first collective on it: every rank must call the "
-                             "same collectives in the same order"));
+                             "same collectives in the same order", moved));
   }
 }
 
@@ -430,6 +464,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(
                     " was called while send/recv operations are being coalesced "
                     "(batch_isend_irecv or _coalescing_manager with a device); hccl coalesces "
                     "only send and recv: call it outside the coalescing block");
+  // Before counting it: a refused collective is not one of the group's.
+  check_bound_device(inputs[0].device());
   if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) {
     ++seq_;
   }
