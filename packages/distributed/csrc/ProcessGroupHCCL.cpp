@@ -24,21 +24,29 @@ const c10_npu::hccl::HcclApi& hccl() {
   return c10_npu::hccl::api();
 }
 
-void check_tensor(const at::Tensor& t, const char* what) {
+// How a collective reaches a tensor's memory: HCCL reads or writes it in
+// place (it must be contiguous), or the collective copies it through a
+// packed buffer on the communicator stream (any strides do, as with gloo
+// and NCCL: the list forms of all_gather's outputs, reduce_scatter's inputs
+// and all_to_all's tensors).
+enum class Access { InPlace, Copied };
+
+void check_tensor(const at::Tensor& t, const char* what, Access access) {
   TORCH_CHECK_VALUE(
       t.device().type() == c10::DeviceType::PrivateUse1,
       "ProcessGroupHCCL: ", what, " must be npu tensors, got a tensor on ", t.device(),
       "; move it with .npu(), or use a gloo group for CPU tensors");
   TORCH_CHECK_VALUE(t.layout() == at::kStrided, "ProcessGroupHCCL: ", what,
                     " must be dense (strided) tensors, got layout ", t.layout());
-  TORCH_CHECK_VALUE(t.is_contiguous(t.suggest_memory_format()), "ProcessGroupHCCL: ", what,
-                    " must be contiguous; call .contiguous() first");
+  TORCH_CHECK_VALUE(access == Access::Copied || t.is_contiguous(t.suggest_memory_format()),
+                    "ProcessGroupHCCL: ", what, " must be contiguous; call .contiguous() first");
 }
 
-void check_same_device(const std::vector<at::Tensor>& tensors, const char* what) {
+void check_same_device(const std::vector<at::Tensor>& tensors, const char* what,
+                       Access access = Access::InPlace) {
   TORCH_CHECK_VALUE(!tensors.empty(), "ProcessGroupHCCL: no ", what, " given");
   for (const auto& t : tensors) {
-    check_tensor(t, what);
+    check_tensor(t, what, access);
     TORCH_CHECK_VALUE(t.device() == tensors[0].device(), "ProcessGroupHCCL: all ", what,
                       " of one call must be on one device; got ", tensors[0].device(), " and ",
                       t.device());
@@ -644,7 +652,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
   TORCH_CHECK_VALUE(targets.size() == static_cast<size_t>(getSize()),
                     "ProcessGroupHCCL: allgather needs one output tensor per rank (", getSize(),
                     "), got ", targets.size());
-  check_same_device(targets, "allgather outputs");
+  check_same_device(targets, "allgather outputs", Access::Copied);
   for (const auto& t : targets) {
     TORCH_CHECK_VALUE(t.numel() == input.numel() && t.scalar_type() == input.scalar_type(),
                       "ProcessGroupHCCL: every allgather output must match the input's size "
@@ -719,7 +727,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(
   TORCH_CHECK_VALUE(sources.size() == static_cast<size_t>(getSize()),
                     "ProcessGroupHCCL: reduce_scatter needs one input tensor per rank (",
                     getSize(), "), got ", sources.size());
-  check_same_device(sources, "reduce_scatter inputs");
+  check_same_device(sources, "reduce_scatter inputs", Access::Copied);
   check_same_device(outputs, "reduce_scatter outputs");
   for (const auto& t : sources) {
     TORCH_CHECK_VALUE(t.numel() == outputs[0].numel() && t.scalar_type() == outputs[0].scalar_type(),
@@ -818,8 +826,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
                         outputs.size() == static_cast<size_t>(getSize()),
                     "ProcessGroupHCCL: all_to_all needs one input and one output tensor per "
                     "rank (", getSize(), "), got ", inputs.size(), " and ", outputs.size());
-  check_same_device(inputs, "all_to_all inputs");
-  check_same_device(outputs, "all_to_all outputs");
+  check_same_device(inputs, "all_to_all inputs", Access::Copied);
+  check_same_device(outputs, "all_to_all outputs", Access::Copied);
   TORCH_CHECK_VALUE(inputs[0].device() == outputs[0].device(),
                     "ProcessGroupHCCL: all_to_all inputs and outputs must be on one device; got ",
                     inputs[0].device(), " and ", outputs[0].device());
