@@ -24,21 +24,29 @@ const c10_npu::hccl::HcclApi& hccl() {
   return c10_npu::hccl::api();
 }
 
-void check_tensor(const at::Tensor& t, const char* what) {
+// How a collective reaches a tensor's memory: HCCL reads or writes it in
+// place (it must be contiguous), or the collective copies it through a
+// packed buffer on the communicator stream (any strides do, as with gloo
+// and NCCL: the list forms of all_gather's outputs, reduce_scatter's inputs
+// and all_to_all's tensors).
+enum class Access { InPlace, Copied };
+
+void check_tensor(const at::Tensor& t, const char* what, Access access) {
   TORCH_CHECK_VALUE(
       t.device().type() == c10::DeviceType::PrivateUse1,
       "ProcessGroupHCCL: ", what, " must be npu tensors, got a tensor on ", t.device(),
       "; move it with .npu(), or use a gloo group for CPU tensors");
   TORCH_CHECK_VALUE(t.layout() == at::kStrided, "ProcessGroupHCCL: ", what,
                     " must be dense (strided) tensors, got layout ", t.layout());
-  TORCH_CHECK_VALUE(t.is_contiguous(t.suggest_memory_format()), "ProcessGroupHCCL: ", what,
-                    " must be contiguous; call .contiguous() first");
+  TORCH_CHECK_VALUE(access == Access::Copied || t.is_contiguous(t.suggest_memory_format()),
+                    "ProcessGroupHCCL: ", what, " must be contiguous; call .contiguous() first");
 }
 
-void check_same_device(const std::vector<at::Tensor>& tensors, const char* what) {
+void check_same_device(const std::vector<at::Tensor>& tensors, const char* what,
+                       Access access = Access::InPlace) {
   TORCH_CHECK_VALUE(!tensors.empty(), "ProcessGroupHCCL: no ", what, " given");
   for (const auto& t : tensors) {
-    check_tensor(t, what);
+    check_tensor(t, what, access);
     TORCH_CHECK_VALUE(t.device() == tensors[0].device(), "ProcessGroupHCCL: all ", what,
                       " of one call must be on one device; got ", tensors[0].device(), " and ",
                       t.device());
@@ -336,11 +344,34 @@ ProcessGroupHCCL::~ProcessGroupHCCL() {
   }
 }
 
+void ProcessGroupHCCL::check_bound_device(c10::Device device) const {
+  const std::optional<c10::Device> bound = getBoundDeviceId();
+  TORCH_CHECK_VALUE(
+      !bound.has_value() || bound->type() != c10::DeviceType::PrivateUse1 || *bound == device,
+      "ProcessGroupHCCL: rank ", getRank(), " got a collective on ", device,
+      ", but its group is bound to ", *bound, " (init_process_group(device_id=...)): call "
+      "torch.npu.set_device(", *bound, ") before the first collective (object collectives such "
+      "as all_gather_object put their bytes on the current device), or move the tensors to ",
+      *bound);
+}
+
 ProcessGroupHCCL::DeviceComm& ProcessGroupHCCL::device_comm(c10::Device device) {
+  check_bound_device(device);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = comms_.find(device.index());
   if (it != comms_.end()) {
     return it->second;
+  }
+  if (!comms_.empty()) {
+    // Note [One device per rank]: said now, since a move of this rank alone
+    // hangs until the timeout.
+    TORCH_WARN("ProcessGroupHCCL: rank ", getRank(), " runs a collective on ", device,
+               " after collectives of this group on npu:",
+               static_cast<int>(comms_.begin()->first), "; every rank must move to another "
+               "device at the same collective, or this one waits for the others until the "
+               "group's timeout. If this rank called torch.npu.set_device after a collective "
+               "(object collectives such as all_gather_object run on the current device), call "
+               "it before the first collective, or pass device_id to init_process_group");
   }
   wait_for_all_ranks(comms_created_, device);
   // HCCL binds a communicator to the calling thread's current device.
@@ -411,12 +442,23 @@ void ProcessGroupHCCL::wait_for_all_ranks(uint64_t index, c10::Device device) {
     if (missing.empty()) {
       throw; // not a timeout: the store's own error says what went wrong
     }
+    // Note [One device per rank]
+    std::string moved;
+    for (const auto& [other, dc] : comms_) {
+      moved += (moved.empty() ? ". This rank's earlier collectives of the group ran on npu:"
+                              : ", npu:") + std::to_string(other);
+    }
+    if (!moved.empty()) {
+      moved += ": if the other ranks stayed on their device, call torch.npu.set_device before "
+               "the first collective (object collectives such as all_gather_object run on the "
+               "current device)";
+    }
     C10_THROW_ERROR(DistBackendError,
                     c10::str("ProcessGroupHCCL: rank(s) ", missing, " of ", getSize(),
                              " did not arrive within ", limit.count(), " ms (", origin,
                              ") to create the hccl communicator of ", device, " for rank ",
                              getRank(), "'s first collective on it: every rank must call the "
-                             "same collectives in the same order"));
+                             "same collectives in the same order", moved));
   }
 }
 
@@ -430,6 +472,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::collective(
                     " was called while send/recv operations are being coalesced "
                     "(batch_isend_irecv or _coalescing_manager with a device); hccl coalesces "
                     "only send and recv: call it outside the coalescing block");
+  // Before counting it: a refused collective is not one of the group's.
+  check_bound_device(inputs[0].device());
   if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) {
     ++seq_;
   }
@@ -608,7 +652,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
   TORCH_CHECK_VALUE(targets.size() == static_cast<size_t>(getSize()),
                     "ProcessGroupHCCL: allgather needs one output tensor per rank (", getSize(),
                     "), got ", targets.size());
-  check_same_device(targets, "allgather outputs");
+  check_same_device(targets, "allgather outputs", Access::Copied);
   for (const auto& t : targets) {
     TORCH_CHECK_VALUE(t.numel() == input.numel() && t.scalar_type() == input.scalar_type(),
                       "ProcessGroupHCCL: every allgather output must match the input's size "
@@ -683,7 +727,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(
   TORCH_CHECK_VALUE(sources.size() == static_cast<size_t>(getSize()),
                     "ProcessGroupHCCL: reduce_scatter needs one input tensor per rank (",
                     getSize(), "), got ", sources.size());
-  check_same_device(sources, "reduce_scatter inputs");
+  check_same_device(sources, "reduce_scatter inputs", Access::Copied);
   check_same_device(outputs, "reduce_scatter outputs");
   for (const auto& t : sources) {
     TORCH_CHECK_VALUE(t.numel() == outputs[0].numel() && t.scalar_type() == outputs[0].scalar_type(),
@@ -782,8 +826,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
                         outputs.size() == static_cast<size_t>(getSize()),
                     "ProcessGroupHCCL: all_to_all needs one input and one output tensor per "
                     "rank (", getSize(), "), got ", inputs.size(), " and ", outputs.size());
-  check_same_device(inputs, "all_to_all inputs");
-  check_same_device(outputs, "all_to_all outputs");
+  check_same_device(inputs, "all_to_all inputs", Access::Copied);
+  check_same_device(outputs, "all_to_all outputs", Access::Copied);
   TORCH_CHECK_VALUE(inputs[0].device() == outputs[0].device(),
                     "ProcessGroupHCCL: all_to_all inputs and outputs must be on one device; got ",
                     inputs[0].device(), " and ", outputs[0].device());

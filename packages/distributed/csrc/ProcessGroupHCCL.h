@@ -34,6 +34,21 @@
 // A communicator is created per device on that device's first collective;
 // its root info goes from rank 0 to the others through the c10d store.
 //
+// Note [One device per rank]
+// Each device a rank runs the group's collectives on has its own
+// communicator, which every rank must create together. A rank whose
+// collectives move to another device while the others stay on theirs waits
+// for them to create a communicator they never create, and they wait for it
+// in their collectives: both hang until the group's timeout. The common
+// cause: an object collective (all_gather_object & co put the pickled bytes
+// on the *current* device) or any collective before
+// torch.npu.set_device(local_rank), which ran on npu:0. Hence:
+//   - a group bound to a device (init_process_group(device_id=...)) refuses
+//     tensors on another npu at once, naming both, as ProcessGroupNCCL does;
+//   - otherwise a rank's first collective on a second device warns at once
+//     (it is legitimate only if every rank moves at the same collective),
+//     and a timeout while creating that communicator names the move.
+//
 // Note [HCCL timeouts]
 // The group's timeout (init_process_group(timeout=...), new_group(timeout=
 // ...); torch's default for hccl is 30 minutes) bounds both phases, as with
@@ -234,6 +249,9 @@ class ProcessGroupHCCL : public c10d::Backend {
   // The communicator and stream of `device`, created on first use (every
   // rank must reach this point: it waits for all of them).
   DeviceComm& device_comm(c10::Device device);
+  // Note [One device per rank]: refuses `device` if the group is bound to
+  // another npu.
+  void check_bound_device(c10::Device device) const;
 
   // Runs `launch(comm, stream)` on the communicator stream of the tensors'
   // device, ordered after the caller's current stream, and returns its work.
