@@ -3,7 +3,8 @@
 compile (Note [Foreach ops one tensor at a time]), read their host step
 counts (Note [Host scalars a kernel reads]) and update parameters and states
 in place (Note [Kernels that write their own inputs]) exactly as eager npu
-does."""
+does; kernels whose loops read each element before they write it run on the
+parameters' own buffers (Note [Outputs written over their own inputs])."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 import torch
 import torch._dynamo
 
-from torch_npu.graph.compile import _mlir
-from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
+from torch_npu.graph.compile import _in_place, _mlir
+from torch_npu.graph.compile.kernel import MLIRKernel, NPUKernelFallbackWarning
 
 needs_mlir = pytest.mark.skipif(_mlir.torch_mlir_version() is None, reason="torch-mlir is not installed")
 
@@ -25,6 +26,9 @@ OPTIMIZERS = {
     "sgd_nesterov": lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9, nesterov=True),
     "rmsprop": lambda p: torch.optim.RMSprop(p, lr=1e-2, momentum=0.5),
     "nadam": lambda p: torch.optim.NAdam(p, lr=1e-2),
+    # _foreach_maximum_(mus, 1.0) (Note [Foreach ops one tensor at a time]);
+    # t0=1 so that mu changes from the second step on.
+    "asgd": lambda p: torch.optim.ASGD(p, lr=1e-2, t0=1),
 }
 
 
@@ -83,3 +87,151 @@ def test_a_kernel_that_updates_its_input_in_place_reads_it_first():
         for g, e in zip(inputs, expected_inputs):
             torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
     torch._dynamo.reset()
+
+
+def _kernels_run_on(fn, inputs: list[torch.Tensor]) -> tuple[object, list[MLIRKernel]]:
+    """``fn`` compiled and run on ``inputs``, and the npu kernels it ran."""
+    created: list[MLIRKernel] = []
+    original = MLIRKernel.__init__
+
+    def recording_init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        created.append(self)
+
+    torch._dynamo.reset()
+    MLIRKernel.__init__ = recording_init
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", NPUKernelFallbackWarning)
+            compiled = torch.compile(fn)
+            result = compiled(*inputs)
+            result = compiled(*inputs)  # a second call: the armed path where the first armed it
+    finally:
+        MLIRKernel.__init__ = original
+    torch._dynamo.reset()
+    return result, created
+
+
+@needs_mlir
+def test_an_elementwise_kernel_updates_its_input_without_staging():
+    # Note [Outputs written over their own inputs]: x's loop reads each
+    # element before it writes it, so x is written in place, and armed.
+    def update(x: torch.Tensor, g: torch.Tensor) -> None:
+        x.mul_(0.9).add_(g, alpha=0.5)
+
+    torch.manual_seed(0)
+    x, g = torch.randn(64, 33, device="npu"), torch.randn(64, 33, device="npu")
+    expected = x.clone()
+    update(expected, g)
+    update(expected, g)
+    _, kernels = _kernels_run_on(update, [x, g])
+    assert kernels
+    assert all(k.staged_launches == 0 for k in kernels)
+    # The first call wrote x in place through the general path and armed
+    # the kernel; the second launched it armed.
+    assert [k.in_place_launches for k in kernels] == [1]
+    assert kernels[0]._launcher is not None and kernels[0]._launcher.armed
+    torch.testing.assert_close(x, expected, rtol=1e-6, atol=1e-6)
+
+
+def _program(*lines: str, inputs: int = 1) -> str:
+    params = ", ".join([f"in{i}" for i in range(inputs)] + ["_device"])
+    return "\n".join([f"def program({params}):", *(f"    {line}" for line in lines), ""])
+
+
+# Programs run with their output 0 the buffer of their input 0, as Inductor
+# passes an in-place update fused with other reads of the tensor.
+_WRITTEN_OVER_THEIR_INPUT = {
+    # Each element read only by the iteration that writes it: in place.
+    "elementwise": (_program("v0 = torch.ops.aten.mul.Tensor(in0, 0.9)",
+                             "v1 = torch.ops.aten.add.Tensor(v0, in1, alpha=0.5)",
+                             "return (v1,)", inputs=2), False),
+    # A reduction finished in its own loops before the loop that writes.
+    "reduced_before": (_program("v0 = torch.ops.aten.sum.dim_IntList(in0, [1], True)",
+                                "v1 = torch.ops.aten.sub.Tensor(in0, v0)",
+                                "return (v1,)"), False),
+    # Reads of other elements than the one written, or after it: staged.
+    "transposed": (_program("v0 = torch.ops.aten.t.default(in0)",
+                            "v1 = torch.ops.aten.add.Tensor(in0, v0)",
+                            "return (v1,)"), True),
+    "shifted": (_program("v0 = torch.ops.aten.slice.Tensor(in0, 0, 0, 1)",
+                         "v1 = torch.ops.aten.slice.Tensor(in0, 0, 0, -1)",
+                         "v2 = torch.ops.aten.mul.Tensor(v1, 2)",
+                         "v3 = torch.ops.aten.cat.default([v0, v2])",
+                         "return (v3,)"), True),
+    "broadcast": (_program("v0 = torch.ops.aten.slice.Tensor(in0, 0, 0, 1)",
+                           "v1 = torch.ops.aten.add.Tensor(in0, v0)",
+                           "return (v1,)"), True),
+    "reduced_after": (_program("v0 = torch.ops.aten.mul.Tensor(in0, 2)",
+                               "v1 = torch.ops.aten.sum.dim_IntList(in0, [1], True)",
+                               "return (v0, v1)"), True),
+    "cloned": (_program("v0 = torch.ops.aten.mul.Tensor(in0, 2)",
+                        "v1 = torch.ops.aten.clone.default(in0)",
+                        "return (v0, v1)"), True),
+}
+
+
+@needs_mlir
+@pytest.mark.parametrize("rows", [8, 512])  # 512 x 8 x 8: split in blocks of rows where threads allow
+@pytest.mark.parametrize("case", _WRITTEN_OVER_THEIR_INPUT)
+def test_kernel_written_over_its_input_is_staged_unless_its_loops_allow(case, rows):
+    source, staged = _WRITTEN_OVER_THEIR_INPUT[case]
+    num_inputs = source.split(")", 1)[0].count("in")
+    num_outputs = source.rsplit("return (", 1)[1].count("v")
+    kernel = MLIRKernel(f"mlir_fused_test_over_input_{case}_0", source, num_inputs, num_outputs, 0)
+    torch.manual_seed(0)
+    shape = (8, 8) if case == "transposed" else (rows, 8, 8)
+    x = torch.randn(shape, device="npu")
+    others = [torch.randn(shape, device="npu") for _ in range(num_inputs - 1)]
+    expected = kernel.program(x.clone(), *[t.clone() for t in others], x.device)
+    extra = [torch.empty_like(e) for e in expected[1:]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        kernel.run(x, *others, x, *extra)
+    torch.testing.assert_close(x, expected[0], rtol=1e-6, atol=1e-6)
+    for got, want in zip(extra, expected[1:]):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert (kernel.staged_launches, kernel.in_place_launches) == ((1, 0) if staged else (0, 1))
+    assert (kernel._launcher is not None and kernel._launcher.armed) == (not staged)
+
+
+_ADAM_LOOPS = """module {
+  func.func @kernel(%arg0: memref<4x8xf32>, %arg1: memref<4x8xf32>, %arg2: memref<4x8xf32>, %arg3: memref<4x8xf32>, \
+%arg4: memref<4x8xf32>) attributes {llvm.emit_c_interface} {
+    affine.for %arg5 = 0 to 4 {
+      affine.for %arg6 = 0 to 8 {
+        %0 = affine.load %arg1[%arg5, %arg6] : memref<4x8xf32>
+        %1 = affine.load %arg2[%arg5, %arg6] : memref<4x8xf32>
+        %2 = arith.addf %0, %1 : f32
+        affine.store %2, %arg4[%arg5, %arg6] : memref<4x8xf32>
+      }
+    }
+    affine.for %arg5 = 0 to 4 {
+      affine.for %arg6 = 0 to 8 {
+        %0 = affine.load %arg0[%arg5, %arg6] : memref<4x8xf32>
+        %1 = affine.load %arg4[%arg5, %arg6] : memref<4x8xf32>
+        %2 = arith.subf %0, %1 : f32
+        affine.store %2, %arg3[%arg5, %arg6] : memref<4x8xf32>
+      }
+    }
+    return
+  }
+}
+"""
+
+
+def test_in_place_pairs_of_loops():
+    # (p, m, g) -> (p_new, m_new): m_new's loop reads m's element before it
+    # writes it, and p is read only in the loop that writes p_new; g may be
+    # written by either loop's output only where it is not read after it.
+    pairs = _in_place.in_place_pairs(_ADAM_LOOPS, 3, 2)
+    assert (0, 0) in pairs and (1, 1) in pairs
+    # m is read by the first loop, before the second writes p_new: safe too;
+    # p is read by the second loop, after the first wrote m_new: not safe.
+    assert (1, 0) in pairs and (0, 1) not in pairs
+    shifted = _ADAM_LOOPS.replace("%0 = affine.load %arg0[%arg5, %arg6]", "%0 = affine.load %arg0[%arg6, %arg5]")
+    assert (0, 0) not in _in_place.in_place_pairs(shifted, 3, 2)
+    copied = _ADAM_LOOPS.replace("    return\n", "    memref.copy %arg1, %arg3 : memref<4x8xf32> to memref<4x8xf32>\n"
+                                 "    return\n")
+    assert not any(i == 1 or j == 0 for i, j in _in_place.in_place_pairs(copied, 3, 2))
+

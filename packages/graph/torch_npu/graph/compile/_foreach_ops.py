@@ -20,6 +20,11 @@ every call; the ``getitem`` users then read the element's op. The
 per-element overload is the one the dispatcher picks for those arguments.
 Foreach ops whose non-list tensor argument holds per-element values (the
 ``scalars`` tensor of ``_foreach_addcmul.Tensor``) are left as they are.
+``_foreach_maximum`` and ``_foreach_minimum`` with a scalar apply
+``clamp_min`` and ``clamp_max`` (aten's ``maximum`` and ``minimum`` take
+only tensors, as eager's foreach kernels know): ASGD's
+``_foreach_maximum_(mus, 1.0)`` stayed a foreach node, whose program then
+needed every element's inputs, and its compile failed.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ _PREFIX = "_foreach_"
 # Arguments of a foreach schema whose one tensor holds a value per list
 # element: not the same for every element, so not decomposed here.
 _PER_ELEMENT_TENSORS = {"scalars"}
+# Foreach ops with a scalar whose per-element op has another name.
+_SCALAR_OPS = {("maximum", "Scalar"): "clamp_min", ("maximum", "ScalarList"): "clamp_min",
+               ("minimum", "Scalar"): "clamp_max", ("minimum", "ScalarList"): "clamp_max"}
 
 
 def _is_list_type(argument: Any) -> bool:
@@ -92,7 +100,8 @@ def _element_calls(node: torch.fx.Node) -> list[tuple[Any, tuple, dict, torch.Te
     values = node.meta.get("val")
     if not _decomposed_here(values) or target._schema.is_mutable:
         return None
-    packet = getattr(aten, target._opname[len(_PREFIX):], None)
+    name = target._opname[len(_PREFIX):]
+    packet = getattr(aten, _SCALAR_OPS.get((name, target._overloadname), name), None)
     if packet is None:
         return None
     bound: list[tuple[Any, Any, bool]] = []  # (schema argument, value, is a keyword)

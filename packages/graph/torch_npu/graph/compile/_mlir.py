@@ -48,7 +48,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import _bitcasts, _byte_bools, _runtime, _strided_access
+from . import _bitcasts, _byte_bools, _in_place, _runtime, _strided_access
 from ._distinct_results import copy_repeated_results
 from ._double_to_half import narrow_double_through_float
 from ._lanes import LANES
@@ -86,7 +86,7 @@ PIPELINE = (f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} "  #
 # the cache key; so is the version of the functions a program calls
 # (_math.scope()), which its source only names.
 REWRITES = ("memref-copy-runtime-1", "view-dtype-bitcast-1", "vector-exp-2", "drop-float-reciprocal-asserts-1", f"lane-reductions-{LANES}",
-            "bools-as-bytes-1", "double-to-half-through-float-1",
+            "bools-as-bytes-1", "double-to-half-through-float-1", "in-place-pairs-1",
             f"math-forms-{MATH_FORMS_VERSION}", f"random-forms-{RANDOM_FORMS_VERSION}")
 _FUNC = "kernel"
 _lock = threading.Lock()
@@ -126,10 +126,13 @@ def cache_dir() -> str:
 
 @dataclass
 class CompiledKernel:
-    """A loaded kernel: its library (kept alive) and its function's address."""
+    """A loaded kernel: its library (kept alive), its function's address and
+    the (input, output) positions that may be one buffer (Note [Outputs
+    written over their own inputs], _in_place.py)."""
 
     library: Any
     address: int
+    in_place: frozenset[tuple[int, int]] = frozenset()
 
 
 def _key(source: str, geometry: Sequence[Any]) -> str:
@@ -145,14 +148,20 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _load(path: str) -> CompiledKernel:
+def _load(path: str, in_place: Any = ()) -> CompiledKernel:
     library = ctypes.CDLL(path)
     address = ctypes.cast(getattr(library, f"_mlir_ciface_{_FUNC}"), ctypes.c_void_p).value
-    return CompiledKernel(library, int(address))
+    # An entry without the pairs (or with a malformed list) has none: its
+    # outputs stay staged (Note [Outputs written over their own inputs]).
+    pairs = frozenset((int(i), int(j)) for i, j in in_place) if isinstance(in_place, list) else frozenset()
+    return CompiledKernel(library, int(address), pairs)
 
 
 def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], object_path: str,
-           runtime: _runtime.Runtime) -> None:
+           runtime: _runtime.Runtime, num_outputs: int) -> frozenset[tuple[int, int]]:
+    """Compiles the program to ``object_path``; returns the (input, output)
+    positions that may be one buffer (Note [Outputs written over their own
+    inputs])."""
     try:
         from torch_mlir import fx, ir
         from torch_mlir.compiler_utils import OutputType, lower_mlir_module
@@ -215,13 +224,18 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
             module = _byte_bools.rewrite(module)
             # Note [Strided accesses are not vectorised]
             module = _strided_access.rewrite(module)
+            # Note [Outputs written over their own inputs]
+            in_place = _in_place.in_place_pairs(str(module), len(example_inputs), num_outputs)
             PassManager.parse(PIPELINE_FROM_LOOPS).run(module.operation)
+            if in_place and _in_place.has_noalias(str(module)):
+                in_place = frozenset()
         # Note [Strided copies run in our own memrefCopy]
         engine = ExecutionEngine(module, opt_level=3, shared_libs=[runtime.shared], enable_object_dump=True)
         engine.dump_to_object_file(object_path)
         if not os.path.exists(object_path):
             # The JIT printed why (e.g. "Symbols not found") and dumped nothing.
             raise MLIRCompileError("the JIT could not compile it (no object file; see its message on stderr)")
+        return in_place
     except _byte_bools.ByteBoolsError as e:
         raise MLIRCompileError(f"its bool buffers cannot be kept in bytes ({e})") from e
     except _strided_access.StridedAccessError as e:
@@ -243,7 +257,7 @@ def _link(object_path: str, library_path: str, runtime: _runtime.Runtime) -> Non
 
 
 def get_kernel(name: str, source: str, geometry: Sequence[Any], module_fn: Callable[..., Any],
-               example_inputs: Callable[[], Sequence[torch.Tensor]]) -> CompiledKernel:
+               example_inputs: Callable[[], Sequence[torch.Tensor]], num_outputs: int = 0) -> CompiledKernel:
     """The compiled kernel for ``source`` at ``geometry``, from the disk cache
     or compiled now (Note [MLIR kernel cache])."""
     key = _key(source, geometry)
@@ -260,7 +274,7 @@ def get_kernel(name: str, source: str, geometry: Sequence[Any], module_fn: Calla
                 if meta.get("sha256") != _sha256(library_path):
                     problem = "its checksum does not match"
                 else:
-                    kernel = _load(library_path)
+                    kernel = _load(library_path, meta.get("in_place"))
                     stats["loaded"] += 1
                     stats["load_seconds"] += time.perf_counter() - start
                     return kernel
@@ -281,13 +295,14 @@ def get_kernel(name: str, source: str, geometry: Sequence[Any], module_fn: Calla
             # fake tensors) and Dynamo frame hook are thread-local and must
             # not see torch.export's tracing.
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                pool.submit(_lower, module_fn, example_inputs(), object_path, runtime).result()
+                in_place = pool.submit(_lower, module_fn, example_inputs(), object_path, runtime,
+                                       num_outputs).result()
             tmp_library = os.path.join(tmp, "kernel.so")
             _link(object_path, tmp_library, runtime)
             with open(os.path.join(tmp, "kernel.json"), "w") as f:
-                json.dump({"name": name, "sha256": _sha256(tmp_library)}, f)
+                json.dump({"name": name, "sha256": _sha256(tmp_library), "in_place": sorted(in_place)}, f)
             os.replace(tmp_library, library_path)
             os.replace(os.path.join(tmp, "kernel.json"), meta_path)
         stats["compiled"] += 1
         stats["compile_seconds"] += time.perf_counter() - start
-        return _load(library_path)
+        return _load(library_path, [list(pair) for pair in sorted(in_place)])

@@ -69,14 +69,57 @@ def _block_arguments(kernel: SplitKernel, num_outputs: int) -> tuple[list[tuple[
 # already updated as the momentum buffer, silently. So an output whose
 # storage an input shares is written to a fresh buffer and copied into
 # place after the kernel (the eager fallback computes every result before
-# it writes any, and needs nothing), and such a kernel is never armed for
+# it writes any, and needs nothing), and such a kernel is not armed for
 # the launch fast path, which passes outputs as they are.
+# Except where the kernel's own loops show it safe (Note [Outputs written
+# over their own inputs], _in_place.py): an output whose storage only
+# inputs of exactly its view share (the same address, sizes and strides,
+# contiguous), each of them a pair the compiled kernel's loops read before
+# they write it, is written in place, and a kernel whose every sharing output
+# is such may be armed (the wrapper code passes the same buffers on every
+# call of a graph, so the armed call's sharing is every call's).
 def _outputs_sharing_inputs(inputs: Any, outputs: Any) -> frozenset[int]:
     """Positions of the outputs whose storage one of ``inputs`` shares
     (Note [Kernels that write their own inputs])."""
     storages = {t.untyped_storage().data_ptr() for t in inputs if t.numel()}
     return frozenset(j for j, out in enumerate(outputs)
                      if out.numel() and out.untyped_storage().data_ptr() in storages)
+
+
+def _in_place_pairs(compiled: Any) -> frozenset[tuple[int, int]]:
+    """The (input, output) positions ``compiled`` may run as one buffer: a
+    split kernel's are those of all its block kernels whose input is split
+    like the outputs, one row per outer row (each block then reads and
+    writes only its own rows of the buffer)."""
+    if isinstance(compiled, SplitKernel):
+        pairs = [block.in_place for _, _, block in compiled.blocks]
+        common = frozenset.intersection(*pairs) if pairs else frozenset()
+        return frozenset((i, j) for i, j in common if compiled.split_inputs[i] == 1)
+    return getattr(compiled, "in_place", frozenset())
+
+
+def _staged_outputs(compiled: Any, inputs: Any, outputs: Any) -> frozenset[int]:
+    """Positions of the outputs that must be written to a fresh buffer and
+    copied into place (Note [Kernels that write their own inputs]): sharing
+    an input's storage, other than as a pair of the same view the kernel's
+    loops allow (Note [Outputs written over their own inputs])."""
+    sharing = _outputs_sharing_inputs(inputs, outputs)
+    if not sharing:
+        return sharing
+    pairs = _in_place_pairs(compiled)
+    staged = set()
+    for j in sharing:
+        out = outputs[j]
+        storage = out.untyped_storage().data_ptr()
+        for i, t in enumerate(inputs):
+            if not t.numel() or t.untyped_storage().data_ptr() != storage:
+                continue
+            same_view = (t.data_ptr() == out.data_ptr() and t.shape == out.shape and t.stride() == out.stride()
+                         and t.dtype == out.dtype and out.is_contiguous())
+            if not same_view or (i, j) not in pairs:
+                staged.add(j)
+                break
+    return frozenset(staged)
 
 
 # Note [Host scalars a kernel reads]
@@ -187,6 +230,12 @@ class MLIRKernel:
         # The launch fast path, once a variant ran (Note [Armed launchers of
         # MLIR kernels], KernelLaunch.cpp).
         self._launcher: Any = None
+        # Launches through the general path that staged an output sharing an
+        # input's storage (Note [Kernels that write their own inputs]), and
+        # that wrote such outputs in place (Note [Outputs written over their
+        # own inputs]); for tests and benchmarks.
+        self.staged_launches = 0
+        self.in_place_launches = 0
 
     def __repr__(self) -> str:
         return f"MLIRKernel({self.name})"
@@ -233,12 +282,13 @@ class MLIRKernel:
     def _arm(self, variant: Any, inputs: Any, outputs: Any, symbols: list[int], threads: int) -> None:
         """Arms the launcher with ``variant`` where it can launch it as it is
         (Note [Armed launchers of MLIR kernels]): contiguous tensors, outputs
-        with elements, none sharing an input's storage."""
+        with elements, none staged (Note [Kernels that write their own
+        inputs])."""
         from . import _launch
 
         tensors = [*inputs, *outputs]
         if (not outputs or any(t.numel() == 0 for t in outputs) or not all(t.is_contiguous() for t in tensors)
-                or _outputs_sharing_inputs(inputs, outputs)):  # Note [Kernels that write their own inputs]
+                or _staged_outputs(variant, inputs, outputs)):  # Note [Kernels that write their own inputs]
             if self._launcher is not None:
                 self._launcher.disarm()
             return
@@ -272,7 +322,8 @@ class MLIRKernel:
                 split = self._compile_split(geometry, inputs, outputs, symbols)
                 if split is not None:
                     return split
-                compiled = _mlir.get_kernel(self.name, self.source, geometry, module_fn, example_inputs)
+                compiled = _mlir.get_kernel(self.name, self.source, geometry, module_fn, example_inputs,
+                                            len(outputs))
             except (_mlir.MLIRUnavailable, _mlir.MLIRCompileError) as e:
                 reason = str(e)
             else:
@@ -311,7 +362,7 @@ class MLIRKernel:
             try:
                 block_program = _bools_as_bytes(plan.block_program(rows, cpu), dtypes)
                 by_rows[rows] = _mlir.get_kernel(self.name, self.source, block_geometry, block_program,
-                                                 example_inputs)
+                                                 example_inputs, len(outputs))
             except _mlir.MLIRCompileError:
                 # The whole kernel may still compile: run it as one call.
                 return None
@@ -337,7 +388,9 @@ class MLIRKernel:
         # Bools as bytes (Note [Bool tensors cross the kernel boundary as bytes]).
         args = [_as_bytes(t if t.is_contiguous() else t.contiguous()) for t in inputs]
         staged = []
-        sharing = _outputs_sharing_inputs(inputs, outputs)  # Note [Kernels that write their own inputs]
+        sharing = _staged_outputs(compiled, inputs, outputs)  # Note [Kernels that write their own inputs]
+        self.staged_launches += bool(sharing)
+        self.in_place_launches += not sharing and bool(_outputs_sharing_inputs(inputs, outputs))
         for j, out in enumerate(outputs):
             if out.is_contiguous() and j not in sharing:
                 args.append(_as_bytes(out))
