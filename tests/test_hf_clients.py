@@ -251,6 +251,24 @@ def llama() -> torch.nn.Module:
     return LlamaForCausalLM(config)
 
 
+def train_language_model(make, ids: torch.Tensor, device: str, compiled: bool, steps: int) -> list[float]:
+    """Losses of ``steps`` AdamW steps of ``make()`` on ``ids`` (inputs and
+    labels), the model compiled or eager; seeded the same for every call."""
+    torch.manual_seed(0)
+    model = make().to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    step = torch.compile(model) if compiled else model
+    batch = ids.to(device)
+    losses = []
+    for _ in range(steps):
+        loss = step(input_ids=batch, labels=batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
 @pytest.mark.parametrize("model_name", ["llama", "bert", "gpt2"])
 def test_compiled_training_follows_eager(model_name):
     # torch.compile of a language model's training step on npu (the graph
@@ -262,27 +280,12 @@ def test_compiled_training_follows_eager(model_name):
     # losses follow eager npu's step by step. Kernels MLIR cannot build run
     # their aten ops eagerly with a warning, which is allowed.
     make = {"llama": llama, "bert": lambda: bert(0.0), "gpt2": lambda: gpt2(0.0)}[model_name]
-    ids = torch.randint(1, VOCAB, (2, 16), generator=torch.Generator().manual_seed(2)).npu()
-
-    def train(compiled: bool) -> list[float]:
-        torch.manual_seed(0)
-        model = make().npu()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
-        step = torch.compile(model) if compiled else model
-        losses = []
-        for _ in range(4):
-            loss = step(input_ids=ids, labels=ids).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
-        return losses
-
+    ids = torch.randint(1, VOCAB, (2, 16), generator=torch.Generator().manual_seed(2))
     torch._dynamo.reset()
-    eager = train(False)
+    eager = train_language_model(make, ids, "npu", False, 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # NPUKernelFallbackWarning: documented, allowed here
-        compiled = train(True)
+        compiled = train_language_model(make, ids, "npu", True, 4)
     torch._dynamo.reset()
     assert_close_losses(compiled, eager, 1e-5)
     assert compiled[-1] < compiled[0]
@@ -336,29 +339,13 @@ def test_mixture_of_experts_trains_as_on_cpu_eager_and_compiled():
     from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
 
     ids = torch.randint(1, VOCAB, (2, 16), generator=torch.Generator().manual_seed(4))
-
-    def train(device: str, compiled: bool) -> list[float]:
-        torch.manual_seed(0)
-        model = mixtral().to(device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
-        step = torch.compile(model) if compiled else model
-        batch = ids.to(device)
-        losses = []
-        for _ in range(3):
-            loss = step(input_ids=batch, labels=batch).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
-        return losses
-
     torch._dynamo.reset()
-    cpu = train("cpu", False)
-    eager = train("npu", False)
+    cpu = train_language_model(mixtral, ids, "cpu", False, 3)
+    eager = train_language_model(mixtral, ids, "npu", False, 3)
     assert eager == cpu
     with warnings.catch_warnings():
         warnings.simplefilter("error", NPUKernelFallbackWarning)
-        compiled = train("npu", True)
+        compiled = train_language_model(mixtral, ids, "npu", True, 3)
     torch._dynamo.reset()
     assert_close_losses(compiled, eager, 1e-5)
     assert compiled[-1] < compiled[0]
@@ -391,26 +378,11 @@ def test_compiled_training_of_more_architectures_follows_eager(model_name):
     from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
 
     make = {"deepseek_v3": deepseek_v3, "mamba": mamba}[model_name]
-    ids = torch.randint(1, VOCAB, (2, 16), generator=torch.Generator().manual_seed(5)).npu()
-
-    def train(compiled: bool) -> list[float]:
-        torch.manual_seed(0)
-        model = make().npu()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
-        step = torch.compile(model) if compiled else model
-        losses = []
-        for _ in range(2):
-            loss = step(input_ids=ids, labels=ids).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
-        return losses
-
+    ids = torch.randint(1, VOCAB, (2, 16), generator=torch.Generator().manual_seed(5))
     torch._dynamo.reset()
-    eager = train(False)
+    eager = train_language_model(make, ids, "npu", False, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("error", NPUKernelFallbackWarning)
-        compiled = train(True)
+        compiled = train_language_model(make, ids, "npu", True, 2)
     torch._dynamo.reset()
     assert_close_losses(compiled, eager, 1e-5)

@@ -139,57 +139,41 @@ def _float32_like(value: Any) -> Any:
         return torch.empty_strided(value.shape, value.stride(), dtype=torch.float32, device=value.device)
 
 
-class InFloat32:
-    """An FX node seen as computed in float32: its value and those of its
-    half operands are float32, so the rewrites of ``_program._call`` (math
-    forms, reductions in lanes) see the types the program computes in. It
-    hashes and compares as the node, which stays the key of a program's
-    names (the graph is Inductor's and stays as it is)."""
+class _SeenInFloat32:
+    """An FX node whose value is seen as float32: it hashes and compares as
+    the node, which stays the key of a program's names (the graph is
+    Inductor's and stays as it is), and passes for a torch.fx.Node."""
 
     def __init__(self, node: Any) -> None:
         self._node = node
         self.meta = {**node.meta, "val": _float32_like(node.meta.get("val"))}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._node, name)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        # isinstance(self, torch.fx.Node) holds: the rewrites check it.
+        return torch.fx.Node
+
+    def __hash__(self) -> int:
+        return hash(self._node)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self._node or (isinstance(other, _SeenInFloat32) and other._node is self._node)
+
+
+class InFloat32(_SeenInFloat32):
+    """An FX node seen as computed in float32: its value and those of its
+    half operands are float32, so the rewrites of ``_program._call`` (math
+    forms, reductions in lanes) see the types the program computes in."""
+
+    def __init__(self, node: Any) -> None:
+        super().__init__(node)
         args, kwargs = float32_dtype_arguments(node) if is_half(node) else (node.args, node.kwargs)
         self.args = torch.fx.node.map_aggregate(args, _seen_in_float32)
         self.kwargs = torch.fx.node.map_aggregate(kwargs, _seen_in_float32)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._node, name)
-
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:
-        # isinstance(self, torch.fx.Node) holds: the rewrites check it.
-        return torch.fx.Node
-
-    def __hash__(self) -> int:
-        return hash(self._node)
-
-    def __eq__(self, other: object) -> bool:
-        return other is self._node or (isinstance(other, InFloat32) and other._node is self._node)
-
-
-class _HalfOperand:
-    """A half operand of a node computed in float32, seen as float32 (for
-    :class:`InFloat32`)."""
-
-    def __init__(self, node: torch.fx.Node) -> None:
-        self._node = node
-        self.meta = {**node.meta, "val": _float32_like(node.meta.get("val"))}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._node, name)
-
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:
-        # isinstance(self, torch.fx.Node) holds: the rewrites check it.
-        return torch.fx.Node
-
-    def __hash__(self) -> int:
-        return hash(self._node)
-
-    def __eq__(self, other: object) -> bool:
-        return other is self._node or (isinstance(other, _HalfOperand) and other._node is self._node)
-
 
 def _seen_in_float32(a: Any) -> Any:
-    return _HalfOperand(a) if is_half(a) else a
+    return _SeenInFloat32(a) if is_half(a) else a
