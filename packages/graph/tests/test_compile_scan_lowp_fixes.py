@@ -21,6 +21,11 @@ compared with eager npu:
   Inductor's decomposition rounded ``end - start`` to the half type (lerp
   of 40000 and -40000 by 0.3 gave inf for 16000), silently (Note
   [Half-precision pointwise work in float32]);
+- index_put with a CPU bool mask (a sample of the scan, float16 and
+  float32 alike) raised: the kernel refused any CPU tensor but a scalar;
+  the mask is copied to the device as a scalar is (Note [Host scalars a
+  kernel reads]), and the kernel (which MLIR does not compile) runs
+  eagerly with the fallback warning;
 - one_hot of a 0-d int64 tensor compiles: the group of its dropped class
   checks has no output, and its program ("return (,)") did not parse.
 
@@ -230,3 +235,25 @@ def test_one_hot_of_a_0d_tensor() -> None:
     actual, expected = _compiled_and_eager(lambda x: F.one_hot(x, num_classes=10), torch.tensor(4).to("npu"))
     assert actual.dtype == torch.int64 and actual.shape == (10,)
     assert torch.equal(actual.cpu(), expected.cpu())
+
+
+@needs_mlir
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_index_put_with_a_cpu_mask(dtype: torch.dtype) -> None:
+    # The scan's sample: index_put of npu values at the rows a CPU bool
+    # mask selects (eager npu accepts a CPU index, as eager CUDA does); the
+    # kernel refused the mask as a CPU tensor that is not a scalar (Note
+    # [Host scalars a kernel reads]).
+    x = torch.arange(10.0).reshape(5, 2).to(dtype).to("npu")
+    mask = torch.tensor([True, True, False, True, False])
+    values = torch.tensor([-0.4194, -6.1992]).to(dtype).to("npu")
+
+    def fn(x, mask, values):
+        return torch.index_put(x, (mask,), values)
+
+    expected = fn(x, mask, values)
+    torch._dynamo.reset()
+    actual = torch.compile(fn, dynamic=False)(x, mask, values)
+    assert mask.device.type == "cpu"
+    assert torch.equal(actual.cpu(), expected.cpu())
+    assert torch.equal(actual[2].cpu(), torch.tensor([4.0, 5.0], dtype=dtype))

@@ -123,20 +123,20 @@ def _staged_outputs(compiled: Any, inputs: Any, outputs: Any) -> frozenset[int]:
 
 
 # Note [Host scalars a kernel reads]
-# A program may read a 0-d CPU tensor, as eager npu ops do: the step count
-# an optimizer keeps on the host (Adam's bias corrections are computed from
-# it by Inductor's CPU code, Note [Foreach ops one tensor at a time]). The
-# kernel's arguments are device memory, so such a value is copied to the
-# device before the launch (an asynchronous host-to-device copy of its few
-# bytes on the current stream, ordered before the kernel), and the kernel is
-# not armed for the launch fast path, which takes its tensors as they are.
+# A program may read a CPU tensor, as eager npu ops do: the step count an
+# optimizer keeps on the host (Adam's bias corrections are computed from it
+# by Inductor's CPU code, Note [Foreach ops one tensor at a time]), or an
+# index of index_put (``x[mask] = v`` with a CPU bool mask, which eager npu
+# accepts as eager CUDA does). The kernel's arguments are device memory, so
+# such a value is copied to the device before the launch, on the current
+# stream, ordered before the kernel: a scalar's few bytes asynchronously, a
+# larger tensor synchronously (the caller may change its host memory as soon
+# as the call returns). The kernel is not armed for the launch fast path,
+# which takes its tensors as they are.
 def _on_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     if t.device.type != "cpu":
         return t
-    if t.dim() != 0:
-        raise RuntimeError(f"an npu kernel was given a CPU tensor of shape {tuple(t.shape)}; only 0-d CPU tensors "
-                           "(scalars) may be read by npu kernels; please report this")
-    return t.to(device, non_blocking=True)
+    return t.to(device, non_blocking=t.dim() == 0)
 
 
 def _zeros(shapes: list[Any], dtypes: list[torch.dtype]) -> list[torch.Tensor]:
