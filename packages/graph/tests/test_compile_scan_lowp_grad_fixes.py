@@ -13,7 +13,12 @@ eager npu and, where precision is the question, a float64 CPU reference:
   in float32: sinc's gradient, which starts from pi * x, was 0.1 off
   eager's in bfloat16, silently; such an op is now computed in float32
   with the rest of its kernel and rounded once (Note [Half-precision
-  pointwise work in float32]).
+  pointwise work in float32]);
+- the chunked linear_cross_entropy's gradient in float16 and bfloat16 did
+  not compile ("copy is neither computed by the group nor read by it"): its
+  backward overwrites a product with a converted slice of the input, and
+  the program computed the overwritten product too (Note [Copies read their
+  source only]).
 
 Inputs are made inside each test: npu tensors made at import stay
 allocated for the whole session.
@@ -115,3 +120,24 @@ def test_half_arithmetic_with_a_number_as_eager(dtype: torch.dtype) -> None:
     compiled_error = (actual_gradient.cpu().double() - reference).abs()
     eager_error = (expected_gradient.cpu().double() - reference).abs()
     assert bool((compiled_error <= eager_error + 1e-3).all()), (actual_gradient, expected_gradient)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_chunked_linear_cross_entropy_gradients_compile(dtype: torch.dtype) -> None:
+    from torch.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 3, generator=generator).to(dtype)
+    weight = torch.randn(4, 3, generator=generator).to(dtype)
+    target = torch.randint(0, 4, (8,), generator=generator).npu()
+    options = LinearCrossEntropyOptions(batch_chunk_size=2)
+
+    def loss_and_gradients(a: torch.Tensor, w: torch.Tensor, t: torch.Tensor):
+        loss = torch.nn.functional.linear_cross_entropy(a, w, t, reduction="none", options=options)
+        return (loss, *torch.autograd.grad(loss.float().sum(), (a, w)))
+
+    leaves = [x.npu().requires_grad_(), weight.npu().requires_grad_()]
+    compiled = compiled_as_mlir(loss_and_gradients, *leaves, target)
+    eager = loss_and_gradients(*leaves, target)
+    for c, e in zip(compiled, eager):
+        torch.testing.assert_close(c.float(), e.float(), atol=2e-2, rtol=2e-2)

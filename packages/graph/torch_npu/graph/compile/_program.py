@@ -781,15 +781,16 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             elif _empty_shape(n) is not None or _uninitialized_shape(n) is not None:
                 body.append(n)  # Note [Empty values a group does not read]
                 empties.add(n)
-            elif _reads_no_tensor(n, no_tensor):
-                # Note [Index values computed from no tensor]
-                for arg in n.all_input_nodes:
+            elif _reads_no_tensor(n, no_tensor) or _copies_into_an_allocation(n):
+                # Note [Index values computed from no tensor], Note [Copies
+                # read their source only]
+                for arg in _value_inputs(n):
                     need(arg, depth + 1)
                 body.append(n)
             else:
                 raise UnmappableGroup(f"{n.name} ({_op_name(n)}) is neither computed by the group nor read by it")
         else:
-            for arg in n.all_input_nodes:
+            for arg in _value_inputs(n):
                 need(arg, depth + 1)
             body.append(n)
         done.add(n)
@@ -862,6 +863,18 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
             raise UnmappableGroup(f"{n.format_node()} is not an aten op")
         is_view = _op_name(op) in _VIEW_OPS and _op_name(op) not in ("clone", "_to_copy")
         uses = names if is_view else as_bool
+        if op.target is torch.ops.aten.copy.default:
+            # Note [Copies read their source only]
+            value = n.meta["val"]
+            call = (f"torch.ops.aten._to_copy.default(torch.ops.aten.expand.default("
+                    f"{printer.value(n.args[1], as_bool)}, {printer.value(list(value.shape), names)}), "
+                    f"dtype={value.dtype})")
+            if _is_bool(n):
+                call = f"torch.ops.aten._to_copy.default({call}, dtype=torch.uint8)"
+            lines.append(f"    v{i} = {call}")
+            if "copy" not in op_names:
+                op_names.append("copy")
+            continue
         args = [printer.value(a, uses) for a in n.args]
         args += [f"{k}={printer.value(v, uses)}" for k, v in n.kwargs.items()]
         if not is_view and _half_in_float32.computed_in_float32(op):
@@ -963,7 +976,12 @@ def _read_origin(name: str, mapping: dict[str, torch.fx.Node]) -> torch.fx.Node 
 # An allocation the group reads but does not compute (``new_empty_strided``,
 # which AOTAutograd's contiguous copies write with ``copy``: DeepSeek-V3's
 # attention backward) holds no value the program may depend on either: the
-# program creates it empty too.
+# program creates it empty too. Where such an allocation is filled by
+# ``copy(allocation, source)`` (a dtype conversion the chunked
+# linear_cross_entropy's half-precision backward spells so), Inductor inlines
+# the copy into its readers without listing it among their origins: the
+# program computes the copy from its source (Note [Copies read their source
+# only]), as it would a pointwise op.
 def _empty_shape(node: torch.fx.Node) -> list[int] | None:
     """The shape of ``node``'s value when that is a tensor without elements
     (of static shape), else None."""
@@ -971,6 +989,32 @@ def _empty_shape(node: torch.fx.Node) -> list[int] | None:
     if not isinstance(value, torch.Tensor) or not all(isinstance(s, int) for s in value.shape):
         return None
     return list(value.shape) if value.numel() == 0 else None
+
+
+# Note [Copies read their source only]
+# ``copy(destination, source)`` (functionalized ``destination.copy_(source)``)
+# is the source broadcast to the destination's shape and converted to its
+# dtype: no element of the destination survives. Inductor knows it, and a
+# group that computes a copy does not read what the destination was computed
+# from (the chunked linear_cross_entropy's half-precision backward overwrites
+# a product with a slice of its input). So the program needs only the
+# source, and computes the copy as expand and _to_copy.
+def _value_inputs(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The nodes whose values ``node``'s value depends on."""
+    if node.target is torch.ops.aten.copy.default and len(node.args) >= 2 and isinstance(node.args[1], torch.fx.Node):
+        return [node.args[1]]
+    return list(node.all_input_nodes)
+
+
+def _copies_into_an_allocation(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is ``copy(allocation, source)`` filling the whole
+    allocation: the source converted (and broadcast) to the allocation's
+    dtype and shape, a value Inductor inlines into its readers (Note [Empty
+    values a group does not read])."""
+    if node.target is not torch.ops.aten.copy.default or len(node.args) < 2:
+        return False
+    destination = node.args[0]
+    return isinstance(destination, torch.fx.Node) and _uninitialized_shape(destination) is not None
 
 
 _ALLOCATIONS = ("empty.memory_format", "empty_strided.default", "new_empty_strided.default", "new_empty.default",
