@@ -39,10 +39,12 @@
 // communicator, which every rank must create together. A rank whose
 // collectives move to another device while the others stay on theirs waits
 // for them to create a communicator they never create, and they wait for it
-// in their collectives: both hang until the group's timeout. The common
-// cause: an object collective (all_gather_object & co put the pickled bytes
-// on the *current* device) or any collective before
-// torch.npu.set_device(local_rank), which ran on npu:0. Hence:
+// in their collectives: both hang until the group's timeout. (The common
+// mistake, every rank's first collective before
+// torch.npu.set_device(local_rank), e.g. an object collective, which puts
+// the pickled bytes on the *current* device, puts every rank of a machine
+// on npu:0; HCCL refuses that at once: the simulator's Note [One device per
+// rank of a machine].) Hence:
 //   - a group bound to a device (init_process_group(device_id=...)) refuses
 //     tensors on another npu at once, naming both, as ProcessGroupNCCL does;
 //   - otherwise a rank's first collective on a second device warns at once

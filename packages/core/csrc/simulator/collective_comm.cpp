@@ -27,6 +27,7 @@
 #include "bulk_copy.h"
 #include "bulk_reduce.h"
 #include "collective_reduce.h"
+#include "rank_devices.h"
 #include "config.h"
 #include "device.h"
 #include "device_memory.h"
@@ -139,6 +140,9 @@ struct BlockedMessage {
 struct alignas(64) RankState {
   std::atomic<uint64_t> reached; // meeting points this rank has reached
   std::atomic<int32_t> pid;      // 0 until the rank attached
+  // Its device's physical id, set before it first meets the others (Note
+  // [One device per rank of a machine]).
+  std::atomic<int32_t> physical_device;
   // The descriptors of this rank's collectives, by the parity of their
   // sequence numbers (Note [Collective descriptors]).
   alignas(64) CollectiveDescriptor posted[2];
@@ -516,7 +520,8 @@ HcclResult readSettings(const HcclCommConfig* config, CommSettings* out, std::st
 // Note [Shared segments] (shared_segment.cpp): how the ranks come to map one
 // segment that never has a name, so that no death leaves it behind.
 HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
-                                uint32_t device, const HcclCommConfig* config,
+                                uint32_t device, int32_t physical_device,
+                                const HcclCommConfig* config,
                                 std::shared_ptr<Communicator>* out, std::string* why) {
   RootPayload payload;
   std::memcpy(&payload, root.internal, sizeof payload);
@@ -566,7 +571,7 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   auto joinOverSockets = [&](double timeout) -> HcclResult {
     std::unique_ptr<SocketTransport> sockets;
     const HcclResult r = SocketTransport::connect(
-        payload.region, payload.rendezvous, nRanks, rank, here,
+        payload.region, payload.rendezvous, nRanks, rank, here, physical_device,
         SocketTransport::Settings{timeout, settings.exec_timeout, settings.exec_timeout_origin},
         &sockets, why);
     if (r != HCCL_SUCCESS) {
@@ -682,6 +687,7 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   comm->probe_word_ = ((static_cast<uint64_t>(entropy()) << 32) ^ entropy()) | 1;
   region.rank[rank].probe_value.store(comm->probe_word_);
   region.rank[rank].probe_address.store(reinterpret_cast<uintptr_t>(&comm->probe_word_));
+  region.rank[rank].physical_device.store(physical_device);
   comm->publishHeap();
   // Note [Socket transport]: while the ranks of this machine gather, rank 0
   // watches for a rank of another machine at this process's rendezvous
@@ -718,6 +724,15 @@ HcclResult Communicator::create(const HcclRootInfo& root, uint32_t nRanks, uint3
   }
   if (joined != HCCL_SUCCESS) {
     return joined;
+  }
+  // Note [One device per rank of a machine]
+  std::vector<int32_t> devices(nRanks);
+  for (uint32_t r = 0; r < nRanks; ++r) {
+    devices[r] = region.rank[r].physical_device.load(std::memory_order_acquire);
+  }
+  if (HcclResult r = refuseSharedDevices(std::vector<std::string>(nRanks, here), devices, why);
+      r != HCCL_SUCCESS) {
+    return r;
   }
   if (HcclResult r = comm->chooseTransport(connect_timeout, why); r != HCCL_SUCCESS) {
     return r;

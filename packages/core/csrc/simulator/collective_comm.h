@@ -110,11 +110,13 @@ struct PeerMessage {
 class Communicator {
  public:
   // Attaches rank `rank` of `nRanks` to the job `root` names and waits
-  // (HCCL_CONNECT_TIMEOUT seconds) until every rank has attached. `config`
-  // (may be null) sets the buffer size and exec timeout, taking precedence
-  // over HCCL_BUFFSIZE and HCCL_EXEC_TIMEOUT.
+  // (HCCL_CONNECT_TIMEOUT seconds) until every rank has attached. `device`
+  // is the calling thread's (logical) device, `physical_device` its
+  // physical id (Note [One device per rank of a machine]). `config` (may be
+  // null) sets the buffer size and exec timeout, taking precedence over
+  // HCCL_BUFFSIZE and HCCL_EXEC_TIMEOUT.
   static HcclResult create(const HcclRootInfo& root, uint32_t nRanks, uint32_t rank,
-                           uint32_t device, const HcclCommConfig* config,
+                           uint32_t device, int32_t physical_device, const HcclCommConfig* config,
                            std::shared_ptr<Communicator>* out, std::string* why);
   ~Communicator();
   Communicator(const Communicator&) = delete;

@@ -29,6 +29,7 @@
 #include "collective_comm.h"
 #include "collective_reduce.h"
 #include "errors.h"
+#include "rank_devices.h"
 #include "rank_table.h"
 #include "runtime.h"
 #include "socket_rendezvous.h"
@@ -412,7 +413,8 @@ HcclResult initCommunicator(const char* api, uint32_t nRanks, const HcclRootInfo
     std::shared_ptr<Communicator> created;
     std::string why;
     const HcclResult result =
-        Communicator::create(*rootInfo, nRanks, rank, device->id(), config, &created, &why);
+        Communicator::create(*rootInfo, nRanks, rank, device->id(), device->physicalId(), config,
+                             &created, &why);
     if (result != HCCL_SUCCESS) {
       return hcclFail(result, api, why);
     }
@@ -479,8 +481,13 @@ HcclResult initFromRankTable(const char* api, const char* clusterInfo, uint32_t 
       rankTableRootInfo(table.content, &rendezvous, &root);
     }
     std::shared_ptr<Communicator> created;
+    // The table placed the ranks: each on its own device of its server
+    // (readRankTable refuses a device listed twice), checked above, and its
+    // servers may be one machine's addresses (a test on loopback), so the
+    // devices are not compared again (Note [One device per rank of a machine]).
     const HcclResult result = Communicator::create(root, static_cast<uint32_t>(table.ranks.size()), rank,
-                                                   device->id(), config, &created, &why);
+                                                   device->id(), kUnplacedDevice, config,
+                                                   &created, &why);
     if (result != HCCL_SUCCESS) {
       return hcclFail(result, api, why);
     }

@@ -35,6 +35,7 @@ struct Hello {
   char machine[kMachineBytes];
   uint32_t size;
   uint32_t rank;
+  int32_t physical_device; // Note [One device per rank of a machine]
   SocketAddress listen;
   // How long the rank waits for the others (its HCCL_CONNECT_TIMEOUT left),
   // so that the server, which knows who registered, can tell it who did
@@ -48,6 +49,7 @@ struct Reply {
 };
 struct TableEntry {
   char machine[kMachineBytes];
+  int32_t physical_device;
   SocketAddress listen;
 };
 
@@ -150,6 +152,7 @@ class RendezvousServer {
     std::vector<TableEntry> table(hello.size);
     for (const Pending& p : ranks) {
       std::memcpy(table[p.hello.rank].machine, p.hello.machine, kMachineBytes);
+      table[p.hello.rank].physical_device = p.hello.physical_device;
       table[p.hello.rank].listen = p.hello.listen;
     }
     Reply reply{};
@@ -294,9 +297,10 @@ bool rendezvousHeardFromAnotherMachine(const std::string& name, const std::strin
 }
 
 HcclResult registerRank(const std::string& name, const SocketAddress& root, uint32_t size,
-                        uint32_t rank, const std::string& machine, uint16_t listen_port,
-                        SocketClock::time_point deadline, const std::string& limit,
-                        std::vector<RankEndpoint>* table, std::string* why) {
+                        uint32_t rank, const std::string& machine, int32_t physical_device,
+                        uint16_t listen_port, SocketClock::time_point deadline,
+                        const std::string& limit, std::vector<RankEndpoint>* table,
+                        std::string* why) {
   int error = 0;
   const int server = connectTo(root, deadline, &error);
   if (server < 0) {
@@ -320,6 +324,7 @@ HcclResult registerRank(const std::string& name, const SocketAddress& root, uint
   copyString(hello.machine, sizeof hello.machine, machine);
   hello.size = size;
   hello.rank = rank;
+  hello.physical_device = physical_device;
   hello.listen.port = listen_port;
   std::string ip = interfaceAddress();
   if (ip.empty()) {
@@ -372,7 +377,8 @@ HcclResult registerRank(const std::string& name, const SocketAddress& root, uint
   }
   table->clear();
   for (const TableEntry& e : entries) {
-    table->push_back(RankEndpoint{fixedString(e.machine, sizeof e.machine), e.listen});
+    table->push_back(
+        RankEndpoint{fixedString(e.machine, sizeof e.machine), e.physical_device, e.listen});
   }
   return HCCL_SUCCESS;
 }

@@ -26,19 +26,22 @@ HcclResult rendezvousServerOn(uint16_t port, std::string* why);
 // process runs none).
 bool rendezvousHeardFromAnotherMachine(const std::string& name, const std::string& machine);
 
-// A rank as the table has it: its machine identity and where it listens.
+// A rank as the table has it: its machine identity, its device's physical
+// id and where it listens.
 struct RankEndpoint {
   std::string machine;
+  int32_t physical_device = -1;
   SocketAddress listen;
 };
 
 // Registers rank `rank` of `size` of the communicator `name` (on `machine`,
-// listening at `listen_port`) with the server at `root` and waits until
+// device `physical_device`, listening at `listen_port`) with the server at `root` and waits until
 // `deadline` (`limit`: HCCL_CONNECT_TIMEOUT in seconds, for messages) for
 // the table of every rank, indexed by rank. This rank's listen address is
 // HCCL_IF_IP, else the local address its connection to the server used.
 HcclResult registerRank(const std::string& name, const SocketAddress& root, uint32_t size,
-                        uint32_t rank, const std::string& machine, uint16_t listen_port,
+                        uint32_t rank, const std::string& machine, int32_t physical_device,
+                        uint16_t listen_port,
                         SocketClock::time_point deadline, const std::string& limit,
                         std::vector<RankEndpoint>* table, std::string* why);
 

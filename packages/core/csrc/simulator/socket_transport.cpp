@@ -14,6 +14,7 @@
 #include <set>
 
 #include "collective_reduce.h"
+#include "rank_devices.h"
 #include "runtime.h"
 #include "socket_io.h"
 #include "socket_rendezvous.h"
@@ -206,7 +207,7 @@ void SocketTransport::abort(HcclResult code, const std::string& why) {
 
 HcclResult SocketTransport::connect(const std::string& name, const SocketAddress& root,
                                     uint32_t size, uint32_t rank, const std::string& machine,
-                                    Settings settings, std::unique_ptr<SocketTransport>* out,
+                                    int32_t physical_device, Settings settings, std::unique_ptr<SocketTransport>* out,
                                     std::string* why) {
   const auto deadline = deadlineAfter(settings.connect_timeout);
   const std::string limit = formatSeconds(settings.connect_timeout);
@@ -228,9 +229,19 @@ HcclResult SocketTransport::connect(const std::string& name, const SocketAddress
   } listener_closer{listener};
 
   std::vector<RankEndpoint> table;
-  if (HcclResult r = registerRank(name, root, size, rank, machine, port, deadline, limit, &table,
-                                  why);
+  if (HcclResult r = registerRank(name, root, size, rank, machine, physical_device, port,
+                                  deadline, limit, &table, why);
       r != HCCL_SUCCESS) {
+    return r;
+  }
+  // Note [One device per rank of a machine]
+  std::vector<std::string> rank_machines(size);
+  std::vector<int32_t> rank_devices(size);
+  for (uint32_t r = 0; r < size; ++r) {
+    rank_machines[r] = table[r].machine;
+    rank_devices[r] = table[r].physical_device;
+  }
+  if (HcclResult r = refuseSharedDevices(rank_machines, rank_devices, why); r != HCCL_SUCCESS) {
     return r;
   }
   int error = 0;

@@ -30,10 +30,12 @@ class SocketTransport {
     double exec_timeout; // infinity: no limit
     std::string exec_timeout_origin;
   };
-  // Registers rank `rank` of `size` with the rendezvous server at `root` and
-  // connects to every other rank, within settings.connect_timeout seconds.
+  // Registers rank `rank` of `size` (on `machine`, device `physical_device`)
+  // with the rendezvous server at `root` and connects to every other rank,
+  // within settings.connect_timeout seconds.
   static HcclResult connect(const std::string& name, const SocketAddress& root, uint32_t size,
-                            uint32_t rank, const std::string& machine, Settings settings,
+                            uint32_t rank, const std::string& machine, int32_t physical_device,
+                            Settings settings,
                             std::unique_ptr<SocketTransport>* out, std::string* why);
   ~SocketTransport(); // closes the connections
   SocketTransport(const SocketTransport&) = delete;

@@ -243,3 +243,31 @@ def test_a_rank_table_of_two_servers_meets_over_sockets(runner, tmp_path):
         for proc in procs:
             proc.kill()
     assert [out for out, _ in results] == ["1 [6.0, 6.0]\n"] * 3, results
+
+
+# Every rank joins on device 0 of its process, whatever JOIN asks for.
+ON_DEVICE_0 = """
+_set_device = sim.set_device
+sim.set_device = lambda device: _set_device(0)
+"""
+
+
+def test_two_ranks_on_one_device_of_a_machine_are_refused_when_the_job_spans_machines(runner, tmp_path):
+    # Note [One device per rank of a machine]: ranks 0 and 1 run on machine
+    # "a", both on its device 0; rank 2 on machine "b", so all meet over TCP.
+    results = run_ranks(runner, tmp_path, "print('joined')", world=3, HOSTS="a,a,b",
+                        before_join=ON_DEVICE_0, **LOOPBACK)
+    for rank, r in enumerate(results):
+        assert r.returncode != 0 and "joined" not in r.stdout, (rank, r.stdout)
+        assert ("ranks 0 and 1 of the communicator both use the device with physical id 0 of "
+                "machine a: each rank of a machine needs a device of its own") in r.stderr, (rank, r.stderr)
+
+
+def test_ranks_of_two_machines_may_each_use_their_device_0(runner, tmp_path):
+    outs = all_ok(run_ranks(runner, tmp_path, """
+        p = upload([rank + 1.0], "f")
+        ok(lib.HcclAllReduce(p, p, 1, HCCL_FP32, HCCL_SUM, comm, stream))
+        sim.sync()
+        print(download(p, 1, "f"))
+    """, HOSTS="a,b", before_join=ON_DEVICE_0, **LOOPBACK))
+    assert outs == ["[3.0]\n", "[3.0]\n"]
