@@ -103,10 +103,11 @@ def register() -> None:
     register_interface_for_device("npu", NPUInterface)
     register_device_op_overrides("npu", NPUDeviceOpOverrides())
     register_backend_for_device("npu", MLIRScheduling, NPUWrapperCodegen, device_custom_pass=NPUPostGradPass())
-    from . import _batch_norm_stats, _extern_lowerings, _layer_norm_stats, _reduce_overhead
+    from . import _batch_norm_stats, _checkpoint_rng, _extern_lowerings, _layer_norm_stats, _reduce_overhead
 
     _batch_norm_stats.install()  # Note [Batch norm statistics as eager npu gives them]
     _layer_norm_stats.install()  # Note [Layer norm statistics as eager npu gives them]
     _extern_lowerings.install()  # Note [Lowerings that are not aten programs run as extern kernels]
     _reduce_overhead.install()  # mode="reduce-overhead": NPUGraphs
+    _checkpoint_rng.install()  # Note [Random ops recomputed by checkpointing]
     _registered = True
