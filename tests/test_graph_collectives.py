@@ -173,3 +173,73 @@ def test_compiled_functional_collectives_ddp_and_tensor_parallel_match_eager(tmp
         assert float(values["ddp"]) <= 1e-6, (rank, values["ddp"])
         forward, grad = (float(v) for v in values["tp"].split())
         assert forward <= 1e-5 and grad <= 1e-5, (rank, values["tp"])
+
+
+FSDP2_COMPILED_RANK = """\
+import sys, warnings
+import torch, torch_npu
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+
+warnings.simplefilter("ignore", FutureWarning)
+rank, world = int(sys.argv[1]), int(sys.argv[2])
+torch.npu.set_device(rank)
+dist.init_process_group("hccl", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=world)
+dev = torch.device("npu", rank)
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+def train(mode):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Block(), Block(), torch.nn.Linear(16, 4)).to(dev)
+    if mode != "single":
+        for block in model[:2]:
+            if mode == "compiled blocks":
+                block.compile()
+            fully_shard(block)
+        fully_shard(model)
+    run = torch.compile(model) if mode == "compiled model" else model
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for step in range(3):
+        g = torch.Generator().manual_seed(step)
+        x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+        if mode != "single":  # each rank takes half of the batch
+            x, y = x.chunk(world)[rank], y.chunk(world)[rank]
+        loss = torch.nn.functional.mse_loss(run(x.to(dev)), y.to(dev))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        loss = loss.detach()
+        if mode != "single":
+            dist.all_reduce(loss)
+            loss /= world
+        losses.append(loss.item())
+    return losses
+
+single = train("single")
+for mode in ("eager", "compiled model", "compiled blocks"):
+    print(mode.replace(" ", "_"), max(abs(a - b) for a, b in zip(train(mode), single)), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_compiled_fsdp2_trains_as_one_process(tmp_path: Path) -> None:
+    # FSDP2 with torch.compile of the whole model (its all-gathers and
+    # reduce-scatters stay in hooks between compiled graphs) and with each
+    # block compiled inside fully_shard: the half batches of two ranks give
+    # the losses of the whole batch in one process.
+    outputs = run_ranks(tmp_path, FSDP2_COMPILED_RANK, timeout=600)
+    for rank, lines in enumerate(outputs):
+        values = {line.split(" ", 1)[0]: float(line.split(" ", 1)[1]) for line in lines}
+        assert sorted(values) == ["compiled_blocks", "compiled_model", "eager"], (rank, lines)
+        for mode, difference in values.items():
+            assert difference <= 1e-5, (rank, mode, difference)

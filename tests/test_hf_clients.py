@@ -21,9 +21,13 @@ transformers and accelerate are test requirements (./dev installs them);
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -92,11 +96,11 @@ class LossLog(TrainerCallback):
 
 def train_with_trainer(model_name: str, device: str, precision: str = "fp32", *, dropout: float = 0.0,
                        checkpointing: bool = False, optim: str = "adamw_torch", seed: int = 0,
-                       tmp_path=None) -> tuple[list[float], torch.nn.Module]:
+                       tmp_path=None, per_device_batch: int = 4) -> tuple[list[float], torch.nn.Module]:
     torch.manual_seed(seed)
     model = MODELS[model_name](dropout)
     args = TrainingArguments(
-        output_dir=str(tmp_path / f"{model_name}-{device}-{precision}"), per_device_train_batch_size=4,
+        output_dir=str(tmp_path / f"{model_name}-{device}-{precision}"), per_device_train_batch_size=per_device_batch,
         max_steps=STEPS, logging_steps=1, learning_rate=2e-3, seed=seed, data_seed=seed,
         use_cpu=device == "cpu", bf16=precision == "bf16", fp16=precision == "fp16",
         activation_checkpointing=checkpointing, optim=optim, report_to=[], save_strategy="no",
@@ -157,6 +161,42 @@ def test_trainer_with_torch_npu_fused_adamw(tmp_path):
     reference, _ = train_with_trainer("gpt2", "npu", optim="adamw_torch", tmp_path=tmp_path)
     fused, _ = train_with_trainer("gpt2", "npu", optim="adamw_torch_npu_fused", tmp_path=tmp_path)
     assert fused == reference
+
+
+# One rank of a `torchrun --nproc-per-node 2` job: Trainer picks the hccl
+# backend itself (transformers and accelerate know npu); each rank takes half
+# of the 4-row batch of the single-process run.
+TRAINER_RANK = """\
+import json, os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import torch.distributed as dist
+from test_hf_clients import train_with_trainer
+
+out, precision = Path(sys.argv[2]), sys.argv[3]
+losses, model = train_with_trainer("gpt2", "npu", precision, tmp_path=out, per_device_batch=2)
+result = {"backend": dist.get_backend(), "world": dist.get_world_size(), "losses": losses,
+          "device": str(next(model.parameters()).device)}
+(out / f"rank{os.environ['RANK']}.json").write_text(json.dumps(result))
+"""
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_trainer_on_two_torchrun_ranks_follows_one_process(precision, tmp_path):
+    script = tmp_path / "trainer_rank.py"
+    script.write_text(TRAINER_RANK)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           str(script), str(Path(__file__).parent), str(tmp_path), precision],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    single, _ = train_with_trainer("gpt2", "npu", precision, tmp_path=tmp_path)
+    results = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+    for rank, result in enumerate(results):
+        assert (result["backend"], result["world"], result["device"]) == ("hccl", 2, f"npu:{rank}")
+        # Trainer logs the mean of the ranks' losses: the whole batch's loss,
+        # up to the order of float32 sums (bfloat16: its rounding spread).
+        assert_close_losses(result["losses"], single, 1e-5 if precision == "fp32" else BF16_LOSS_TOLERANCE)
+    assert results[0]["losses"] == results[1]["losses"]
 
 
 # -- accelerate ------------------------------------------------------------------------------

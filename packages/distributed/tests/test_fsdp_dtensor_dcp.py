@@ -358,3 +358,70 @@ def test_dcp_checkpoint_of_fsdp2_reloads_in_one_process_and_on_four_ranks(tmp_pa
     """), world=4)
     assert outputs == ["four ranks ok\n"] * 4
 
+
+
+# async_save needs a CPU backend next to hccl (torch asserts it, as with
+# nccl): the ranks join with "cpu:gloo,npu:hccl".
+PRELUDE_CPU_AND_NPU = """\
+import os, sys, warnings
+warnings.filterwarnings("ignore", category=FutureWarning)
+import torch, torch_npu
+import torch.distributed as dist
+rank, world = int(sys.argv[1]), int(sys.argv[2])
+torch.npu.set_device(rank)
+dist.init_process_group("cpu:gloo,npu:hccl", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=world)
+"""
+
+
+def test_dcp_async_save_keeps_the_state_of_the_call_while_training_goes_on(tmp_path):
+    # async_save copies the npu shards to the CPU before it returns; the
+    # training step taken while the files are written must not reach them.
+    checkpoint = str(tmp_path / "checkpoint")
+    save = tmp_path / "save"
+    save.mkdir()
+    outputs = run_ranks(save, program(f"CHECKPOINT = {checkpoint!r}", MLP, """
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        mesh = init_device_mesh("npu", (world,))
+        model = shard(make_mlp().npu(), mesh)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+
+        def step(seed):
+            model(torch.randn(8, 8, generator=torch.Generator().manual_seed(seed)).npu()).sum().backward()
+            opt.step()
+            opt.zero_grad()
+
+        step(0)
+        full = get_state_dict(model, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if rank == 0:
+            torch.save(full, CHECKPOINT + ".full.pt")
+        model_state, optim_state = get_state_dict(model, opt)
+        future = dcp.async_save({"model": model_state, "optim": optim_state}, checkpoint_id=CHECKPOINT)
+        step(1)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(100.0)
+        future.result()
+        print("saved")
+        dist.destroy_process_group()
+    """), prelude=PRELUDE_CPU_AND_NPU)
+    assert outputs == ["saved\n"] * 2
+
+    one = tmp_path / "one"
+    one.mkdir()
+    outputs = run_ranks(one, program(f"CHECKPOINT = {checkpoint!r}", MLP, DCP_COMPARE, """
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        model = make_mlp().npu()
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        model_state, optim_state = get_state_dict(model, opt)
+        state = {"model": model_state, "optim": optim_state}
+        dcp.load(state, checkpoint_id=CHECKPOINT, no_dist=True)
+        set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        expected_model, expected_optim = torch.load(CHECKPOINT + ".full.pt")
+        compare(*get_state_dict(model, opt), expected_model, expected_optim)
+        print("one process ok")
+    """), world=1, prelude=PRELUDE_NO_GROUP)
+    assert outputs == ["one process ok\n"]
