@@ -732,6 +732,9 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
         fx = _read_origin(name, mapping)
         if fx is not None:
             available.setdefault(_value_source(fx), name)
+            # Note [Reads of a value under an identity view]
+            while (fx := _identity_view_source(fx)) is not None:
+                available.setdefault(_value_source(fx), name)
     unlisted: dict[torch.fx.Node, str] = {}
     for name in unlisted_inputs:
         if name in mapping and _value_source(mapping[name]) not in available:
@@ -931,6 +934,34 @@ def build_program(snodes: Iterable[Any], output_names: list[str], read_names: li
     returned = f"    return ({', '.join(results)},)" if results else "    return ()"
     source = "\n".join([f"def program({', '.join(params)}):", *lines, returned, ""])
     return Program(source, [available[n] for n in inputs], list(output_names), symbols, op_names)
+
+
+# Note [Reads of a value under an identity view]
+# Inductor may realize a value under a view of it that changes nothing (an
+# ``expand`` to its own shape, a ``view`` or ``reshape`` to it), and a group
+# that needs the value itself then reads that buffer: the softmax backward
+# of a checkpointed attention (DeepSeek-V3 with gradient checkpointing)
+# reads its probabilities through the buffer of ``expand(probs, probs.shape)``,
+# made for the recomputed bmm. The buffer holds the value element for
+# element, so it is the value's input too; without this the group failed
+# ("where (where) is neither computed by the group nor read by it").
+_IDENTITY_VIEW_OPS = {"expand", "view", "_unsafe_view", "reshape", "alias"}
+
+
+def _identity_view_source(n: torch.fx.Node) -> torch.fx.Node | None:
+    """The node ``n`` is a view of, when that view keeps its shape and
+    dtype (so the same elements in the same places), else None."""
+    if n.op != "call_function" or _op_name(n) not in _IDENTITY_VIEW_OPS or not n.args:
+        return None
+    source = n.args[0]
+    if not isinstance(source, torch.fx.Node):
+        return None
+    value, source_value = n.meta.get("val"), source.meta.get("val")
+    if not (isinstance(value, torch.Tensor) and isinstance(source_value, torch.Tensor)):
+        return None
+    if value.shape != source_value.shape or value.dtype != source_value.dtype:
+        return None
+    return source
 
 
 # Note [Reads of a buffer written through a view]
