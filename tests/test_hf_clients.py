@@ -342,22 +342,29 @@ def test_compiled_training_with_gradient_checkpointing_follows_eager(model_name)
     # - DeepSeek-V3's recomputed attention probabilities reach its softmax
     #   backward through the buffer of an expand to their own shape (Note
     #   [Reads of a value under an identity view]).
-    from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
-
     def make():
         model = gpt2(0.0) if model_name == "gpt2" else deepseek_v3()
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         return model.train()
 
     ids = torch.randint(1, VOCAB, (4, 16), generator=torch.Generator().manual_seed(2))
+    compiled = assert_compiled_training_follows_eager(make, ids, 3)
+    assert compiled[-1] < compiled[0]
+
+
+def assert_compiled_training_follows_eager(make, ids: torch.Tensor, steps: int) -> list[float]:
+    """Trains ``make()`` eagerly and compiled on npu; the losses agree within
+    1e-5 and no kernel falls back. Returns the compiled losses."""
+    from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
+
     torch._dynamo.reset()
-    eager = train_language_model(make, ids, "npu", False, 3)
+    eager = train_language_model(make, ids, "npu", False, steps)
     with warnings.catch_warnings():
         warnings.simplefilter("error", NPUKernelFallbackWarning)
-        compiled = train_language_model(make, ids, "npu", True, 3)
+        compiled = train_language_model(make, ids, "npu", True, steps)
     torch._dynamo.reset()
     assert_close_losses(compiled, eager, 1e-5)
-    assert compiled[-1] < compiled[0]
+    return compiled
 
 
 def test_compiled_inference_with_padding_follows_eager():
@@ -444,14 +451,6 @@ def test_compiled_training_of_more_architectures_follows_eager(model_name):
     # that copies into a fresh new_empty_strided (Note [Empty values a group
     # does not read]); Mamba's backward concatenates a matmul with two
     # reductions (Note [Pieces of a concatenation]).
-    from torch_npu.graph.compile.kernel import NPUKernelFallbackWarning
-
     make = {"deepseek_v3": deepseek_v3, "mamba": mamba}[model_name]
     ids = torch.randint(1, VOCAB, (2, 16), generator=torch.Generator().manual_seed(5))
-    torch._dynamo.reset()
-    eager = train_language_model(make, ids, "npu", False, 2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", NPUKernelFallbackWarning)
-        compiled = train_language_model(make, ids, "npu", True, 2)
-    torch._dynamo.reset()
-    assert_close_losses(compiled, eager, 1e-5)
+    assert_compiled_training_follows_eager(make, ids, 2)

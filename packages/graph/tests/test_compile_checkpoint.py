@@ -29,6 +29,16 @@ def _checkpointed(block):
     return lambda *inputs: checkpoint(block, *inputs, use_reentrant=False)
 
 
+def _assert_follows(compiled, eager, grad_rtol: float = 1e-5) -> None:
+    """Compiled output and gradients (relative to each gradient's largest
+    element) within float32 rounding of eager's, and the generator left in
+    the same state."""
+    torch.testing.assert_close(compiled[0], eager[0], rtol=1e-5, atol=1e-5)
+    for got, expected in zip(compiled[1], eager[1]):
+        torch.testing.assert_close(got, expected, rtol=grad_rtol, atol=grad_rtol * expected.abs().max().item())
+    assert torch.equal(compiled[2], eager[2])
+
+
 def test_checkpointed_attention_compiles_and_follows_eager():
     # Attention without dropout is still a random op to the partitioner
     # (scaled_dot_product_attention is tagged nondeterministic_seeded): the
@@ -42,10 +52,7 @@ def test_checkpointed_attention_compiles_and_follows_eager():
     inputs = [q, k, v]
     eager = _run(_checkpointed(lambda q, k, v: attention(q, k, v, mask)), inputs, compiled=False)
     compiled = _run(_checkpointed(lambda q, k, v: attention(q, k, v, mask)), inputs, compiled=True)
-    torch.testing.assert_close(compiled[0], eager[0], rtol=1e-5, atol=1e-5)
-    for got, expected in zip(compiled[1], eager[1]):
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
-    assert torch.equal(compiled[2], eager[2])
+    _assert_follows(compiled, eager)
 
 
 def test_recomputed_dropout_draws_the_numbers_of_its_forward():
@@ -62,12 +69,9 @@ def test_recomputed_dropout_draws_the_numbers_of_its_forward():
         eager = _run(_checkpointed(block), inputs, compiled=False)
         compiled = _run(_checkpointed(block), inputs, compiled=True)
     assert (eager[0] == 0).float().mean() > 0.2  # dropout dropped
-    torch.testing.assert_close(compiled[0], eager[0], rtol=1e-5, atol=1e-5)
-    for got, expected in zip(compiled[1], eager[1]):
-        # Gradients of a few hundred: float32 rounding of the fused
-        # backward, where another mask would differ by its own size.
-        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4 * expected.abs().max().item())
-    assert torch.equal(compiled[2], eager[2])
+    # Gradients of a few hundred: float32 rounding of the fused backward,
+    # where another mask would differ by their own size.
+    _assert_follows(compiled, eager, grad_rtol=1e-4)
 
 
 def test_checkpointed_dropout_compiles_to_the_uncheckpointed_gradients():
