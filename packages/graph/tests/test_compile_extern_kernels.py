@@ -125,3 +125,47 @@ def test_convolution_backward_of_a_transposed_input_matches_eager():
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     for g, e in zip(grads, expected_grads):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
+def test_convolution_gradients_have_the_layout_fake_tensors_give_them():
+    # Note [Convolution gradients in the layout fake tensors give them]
+    # (ops, ConvolutionKernels.cpp): for a channels-last input the CPU kernel
+    # lays the gradients out channels-last, where the fake-tensor rule
+    # torch.compile plans with says contiguous for npu.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x = torch.randn(4, 8, 8, 8, device="npu").contiguous(memory_format=torch.channels_last)
+    weight, grad_output = torch.randn(16, 8, 2, 2, device="npu"), torch.randn(4, 16, 4, 4, device="npu")
+    args = ([16], [2, 2], [0, 0], [1, 1], False, [0, 0], 1, [True, True, True])
+    real = torch.ops.aten.convolution_backward(grad_output, x, weight, *args)
+    with FakeTensorMode() as mode:
+        fake = torch.ops.aten.convolution_backward(*(mode.from_tensor(t) for t in (grad_output, x, weight)), *args)
+    assert [t.stride() for t in real] == [t.stride() for t in fake]
+    expected = torch.ops.aten.convolution_backward(grad_output.cpu(), x.cpu(), weight.cpu(), *args)
+    for got, want in zip(real, expected):
+        torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
+
+
+@needs_mlir
+def test_downsampling_convolution_of_a_permuted_input_trains_compiled():
+    # ConvNeXt's downsampling layer: a convolution of a LayerNorm's permuted,
+    # channels-last output. Its compiled backward stopped at Inductor's
+    # stride assertion after convolution_backward.
+    torch.manual_seed(0)
+    norm, conv = torch.nn.LayerNorm(8).npu(), torch.nn.Conv2d(8, 16, 2, stride=2).npu()
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return conv(norm(x).permute(0, 3, 1, 2)).square().mean()
+
+    x = torch.randn(4, 8, 8, 8, device="npu")
+    params = [*norm.parameters(), *conv.parameters()]
+    expected = loss(x)
+    expected_grads = torch.autograd.grad(expected, params)
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        got = torch.compile(loss)(x)
+        grads = torch.autograd.grad(got, params)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    for g, e in zip(grads, expected_grads):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)

@@ -7,10 +7,36 @@
 #include "DeviceOpExecutor.h"
 
 namespace torch_npu_ops {
+namespace {
+
+// Note [Convolution gradients in the layout fake tensors give them]
+// torch.compile plans an npu convolution's outputs with the fake-tensor rule
+// of aten.convolution and convolution_backward, which lays them out as
+// _conv_determine_backend_memory_format says for the backend npu selects,
+// "Overrideable": contiguous. The forward's outputs come out so; the
+// backward's came out as the CPU kernel lays them, channels-last for a
+// channels-last input (ConvNeXt's downsampling convolution reads a permuted
+// LayerNorm output), and Inductor's stride assertion after the extern
+// kernel stopped the compiled backward. The gradients of input and weight
+// are therefore returned contiguous, as the rule says; the bias gradient is
+// 1-d.
+void convolution_backward_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_on_npu(op, stack);
+  constexpr size_t kReturns = 3;
+  for (size_t i = 0; i < 2; ++i) {
+    c10::IValue& result = (*stack)[stack->size() - kReturns + i];
+    if (result.isTensor() && result.toTensor().defined() && !result.toTensor().is_contiguous()) {
+      result = result.toTensor().contiguous();
+    }
+  }
+}
+
+} // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&run_on_npu>());
-  m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&run_on_npu>());
+  m.impl("convolution_backward_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&convolution_backward_on_npu>());
 }
 
 } // namespace torch_npu_ops
