@@ -37,12 +37,14 @@ _installed = False
 def _npu_index(args: Any, kwargs: Any) -> int | None:
     """The index of the npu the op runs on, or None when it is not an npu op
     (the device PyTorch's kernels choose by: the ``device`` keyword, else the
-    first tensor argument)."""
+    first tensor or device argument; torch 2.14 passes Inductor's
+    ``inductor_seeds(count, device)`` its device by position)."""
     device = kwargs.get("device")
     if device is not None:
         device = torch.device(device)
     else:
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+        device = next((a.device if isinstance(a, torch.Tensor) else a for a in args
+                       if isinstance(a, (torch.Tensor, torch.device))), None)
     if device is None or device.type != "npu":
         return None
     return device.index if device.index is not None else torch.npu.current_device()
