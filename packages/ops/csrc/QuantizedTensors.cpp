@@ -13,7 +13,9 @@
 // forms), dequantize. Moving integer values (copy_, clone, int_repr,
 // _make_*_quantized_tensor, .cpu(), .to("npu")) goes through an integer
 // view of the same storage (uint8 for quint8, int8 for qint8, int32 for
-// qint32), so the ordinary npu copies and their stream ordering apply.
+// qint32), so the ordinary npu copies and their stream ordering apply;
+// flip is such a move too (the integers reversed, the quantizer kept; a
+// per-channel tensor is refused where the CPU refuses it).
 // Argument errors are raised at the call: the host first runs the CPU's
 // routine on an empty (or one-element-per-channel) CPU tensor with the same
 // arguments, so a bad dtype, zero point or axis raises the CPU's error and
@@ -23,6 +25,7 @@
 // CPU's come from FBGEMM/QNNPACK: quantized::linear, conv, add, relu,
 // index_select, ...), resize_, and the sub-byte dtypes quint4x2/quint2x4.
 #include <ATen/ATen.h>
+#include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/quantized/AffineQuantizer.h>
 #include <ATen/ops/as_strided_native.h>
@@ -402,6 +405,28 @@ at::Tensor quantized_clone_on_device(const at::Tensor& self, std::optional<c10::
   return at::native::quantized_clone(self, memory_format);
 }
 
+// flip moves integers only: the npu's flip of the integer view, into a
+// tensor with self's quantizer and memory format (the CPU's flip writes
+// into empty_like(self), which keeps both). The dim checks are the CPU's
+// (dim_list_to_bitset). The CPU refuses a per-channel tensor when a flipped
+// dim has more than one element (its TensorIterator cannot restride the
+// output), and so does this, before anything is queued.
+at::Tensor quantized_flip_on_device(const at::Tensor& self, at::IntArrayRef dims) {
+  const c10_npu::NPUGuard guard(self.device());
+  check_not_sub_byte(self.scalar_type());
+  const auto flipped_dims = at::dim_list_to_bitset(dims, self.dim());
+  if (self.qscheme() != at::kPerTensorAffine && self.qscheme() != at::kPerTensorSymmetric && self.numel() > 1) {
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      TORCH_CHECK(!(flipped_dims[d] && self.size(d) > 1 && self.stride(d) != 0),
+                  "Setting strides is possible only on uniformly quantized tensor");
+    }
+  }
+  const at::Tensor flipped = at::flip(integer_view(self), dims);
+  at::Tensor out = new_npu_qtensor(self, self.quantizer());
+  integer_view(out).copy_(flipped);
+  return out;
+}
+
 [[noreturn]] void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, "npu has no quantized kernel for ", op.schema().name(),
@@ -435,6 +460,7 @@ TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   m.impl("copy_", TORCH_FN(quantized_copy_));
   m.impl("_copy_from", TORCH_FN(quantized_copy_from));
   m.impl("equal", TORCH_FN(quantized_equal));
+  m.impl("flip", TORCH_FN(quantized_flip_on_device));
   // ATen's device-independent quantized kernels: they read the quantizer
   // or make QTensorImpls (new_qtensor allocates with npu's allocator).
   m.impl("q_scale", TORCH_FN(at::native::q_scale_quant));

@@ -161,6 +161,33 @@ def test_argument_errors_are_the_cpus_at_the_call():
                                                  torch.quint8).npu())
 
 
+@pytest.mark.parametrize("dtype", QDTYPES, ids=str)
+@pytest.mark.parametrize("dims", [(0,), (1,), (0, 2), (-1,), ()], ids=str)
+def test_flip_moves_the_integers_and_keeps_the_quantizer_as_the_cpu(dtype, dims):
+    # flip of a quantized tensor was refused on npu while the CPU flips it
+    # (PyTorch's test_shape_ops test_flip quantizes its float inputs).
+    x = torch.randn(3, 4, 5) * 2
+    for cpu_q in (torch.quantize_per_tensor(x, 0.05, 0 if dtype == torch.qint8 else 3, dtype),
+                  torch.quantize_per_tensor(x, 0.05, 0, dtype).transpose(0, 2)):
+        expected = cpu_q.flip(dims)
+        got = cpu_q.npu().flip(dims)
+        _same(got, expected)
+        assert got.stride() == expected.stride()
+    with pytest.raises(RuntimeError, match="dim 0 appears multiple times"):
+        torch.quantize_per_tensor(x, 0.05, 0, dtype).npu().flip((0, 0))
+
+
+def test_flip_of_a_per_channel_tensor_is_refused_as_on_the_cpu():
+    x = torch.randn(3, 4)
+    cpu_q = torch.quantize_per_channel(x, torch.rand(4) + 0.05, torch.zeros(4, dtype=torch.long), 1, torch.qint8)
+    with pytest.raises(RuntimeError, match="only on uniformly quantized tensor") as cpu_error:
+        cpu_q.flip((0,))
+    with pytest.raises(RuntimeError, match=str(cpu_error.value)):
+        cpu_q.npu().flip((0,))
+    # Nothing to move: the CPU copies, and so does npu.
+    _same(cpu_q.npu().flip(()), cpu_q.flip(()))
+
+
 @pytest.mark.parametrize(
     "compute",
     [lambda q: q + q, lambda q: torch.relu(q), lambda q: q.index_select(0, torch.tensor([0]).npu()),
