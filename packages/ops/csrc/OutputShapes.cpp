@@ -10,6 +10,7 @@
 #include <ATen/ops/empty_strided.h>
 
 #include "PythonMetaWarmup.h"
+#include "RangeFactoryOuts.h"
 #include "SharedStorages.h"
 
 #include "IValueTensors.h"
@@ -186,6 +187,10 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
       continue;
     }
     stack.push_back(map_tensors(arg, to_meta));
+  }
+  if (keeps_out_of_result_numel(target.op.schema())) {
+    // Note [Range factories keep an out of the right size].
+    empty_out_arguments(target.op.schema(), stack);
   }
   try {
     // The kernel itself warns, where the CPU's would (at every call; this
