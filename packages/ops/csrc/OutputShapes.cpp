@@ -9,6 +9,7 @@
 
 #include <ATen/ops/empty_strided.h>
 
+#include "EmptyDimLists.h"
 #include "PythonMetaWarmup.h"
 #include "RangeFactoryOuts.h"
 #include "SharedStorages.h"
@@ -188,6 +189,8 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
     }
     stack.push_back(map_tensors(arg, to_meta));
   }
+  // Note [An empty dim list reduces every dim].
+  empty_dim_list_as_every_dim(target.op.schema(), stack);
   if (keeps_out_of_result_numel(target.op.schema())) {
     // Note [Range factories keep an out of the right size].
     empty_out_arguments(target.op.schema(), stack);
