@@ -54,7 +54,11 @@ void put_tensor(std::string& key, const at::Tensor& t) {
   }
   put(key, static_cast<int8_t>(t.device().type()));
   put(key, static_cast<int8_t>(t.scalar_type()));
-  put(key, static_cast<int8_t>(t.is_conj() | (t.is_neg() << 1)));
+  // A wrapped Python number takes no part in type promotion where a 0-dim
+  // tensor of the same dtype does: x + 1.0 and x + torch.tensor(1.0,
+  // dtype=torch.float64) have different result dtypes for an integer x.
+  put(key, static_cast<int8_t>(t.is_conj() | (t.is_neg() << 1) |
+                               (t.unsafeGetTensorImpl()->is_wrapped_number() << 2)));
   put(key, static_cast<int32_t>(t.dim()));
   for (const auto s : t.sizes()) {
     put(key, s);
