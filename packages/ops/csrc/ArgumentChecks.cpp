@@ -10,6 +10,8 @@
 // earlier check of the CPU kernel would fail first, the kernel is left to
 // raise that one.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/TensorFactories.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -44,9 +46,28 @@ void multinomial_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   run_on_npu(op, stack);
 }
 
+// randperm.generator_out: the CPU kernel refuses an n that its result's
+// dtype cannot hold (uint8 past 256) or, for floating types, count exactly;
+// the signature keys n by its sign only. The CPU's own check, given a CPU
+// tensor of the out's dtype (it makes a scalar of that dtype). randperm and
+// randperm.out are composite and reach this overload; registering them here
+// would bypass the composite, and with it the npu generator it passes on.
+void randperm_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  const c10::IValue& n = (*stack)[first];
+  const c10::IValue& out = stack->back();
+  if (n.isInt() && n.toInt() >= 0 && out.isTensor() && out.toTensor().defined()) {
+    const at::Tensor probe = at::empty({0}, at::TensorOptions().dtype(out.toTensor().scalar_type()));
+    at::native::check_supported_max_int_with_precision(n.toInt(), probe);
+  }
+  run_on_npu(op, stack);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("randperm.generator_out", torch::CppFunction::makeFromBoxedFunction<&randperm_on_npu>());
   m.impl("multinomial", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
   m.impl("multinomial.out", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
 }

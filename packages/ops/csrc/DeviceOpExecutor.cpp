@@ -3,6 +3,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/util/accumulate.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "IValueTensors.h"
 #include "KernelArguments.h"
 #include "LaunchSite.h"
+#include "RangeFactoryOuts.h"
 #include "SchemaAliases.h"
 #include "SynchronousExecution.h"
 #include "npu/NPUGuardImpl.h"
@@ -70,7 +72,12 @@ AllocatedOutputs allocate_outputs(const c10::FunctionSchema& schema, const Outpu
       // meta kernel may have resized.
       const auto npu_outs = tensors_of(args[alias]);
       const bool is_out = schema.arguments()[alias].is_out();
+      const bool keeps_same_numel = is_out && keeps_out_of_result_numel(schema);
       for (size_t k = 0; k < npu_outs.size() && k < specs.size(); ++k) {
+        if (keeps_same_numel && specs[k].defined && npu_outs[k].numel() == c10::multiply_integers(specs[k].sizes)) {
+          // Note [Range factories keep an out of the right size].
+          continue;
+        }
         if (specs[k].defined && !npu_outs[k].sizes().equals(specs[k].sizes)) {
           if (is_out) {
             // As the CPU's out= kernels: resize_output warns when it resizes

@@ -10,6 +10,7 @@
 #include "IValueTensors.h"
 #include "OutVariants.h"
 #include "PythonMetaWarmup.h"
+#include "RangeFactoryOuts.h"
 #include "SchemaAliases.h"
 
 namespace torch_npu_ops {
@@ -178,7 +179,10 @@ ExecutionPlan plan_execution(const c10::OperatorHandle& op, const std::vector<IV
         "Unset TORCH_NPU_OPS_STRICT to allow it.");
     return plan;
   }
-  if (resizes_an_overlapping_out(schema, args, *plan.outputs)) {
+  // Note [Range factories keep an out of the right size]: their CPU kernel
+  // resizes a filled out= of another length itself, with its own warning.
+  if (resizes_an_overlapping_out(schema, args, *plan.outputs) ||
+      resizes_a_filled_range_out(schema, args, *plan.outputs)) {
     plan.outputs = nullptr;
     return plan;
   }

@@ -9,7 +9,9 @@
 
 #include <ATen/ops/empty_strided.h>
 
+#include "EmptyDimLists.h"
 #include "PythonMetaWarmup.h"
+#include "RangeFactoryOuts.h"
 #include "SharedStorages.h"
 
 #include "IValueTensors.h"
@@ -52,7 +54,11 @@ void put_tensor(std::string& key, const at::Tensor& t) {
   }
   put(key, static_cast<int8_t>(t.device().type()));
   put(key, static_cast<int8_t>(t.scalar_type()));
-  put(key, static_cast<int8_t>(t.is_conj() | (t.is_neg() << 1)));
+  // A wrapped Python number takes no part in type promotion where a 0-dim
+  // tensor of the same dtype does: x + 1.0 and x + torch.tensor(1.0,
+  // dtype=torch.float64) have different result dtypes for an integer x.
+  put(key, static_cast<int8_t>(t.is_conj() | (t.is_neg() << 1) |
+                               (t.unsafeGetTensorImpl()->is_wrapped_number() << 2)));
   put(key, static_cast<int32_t>(t.dim()));
   for (const auto s : t.sizes()) {
     put(key, s);
@@ -186,6 +192,12 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
       continue;
     }
     stack.push_back(map_tensors(arg, to_meta));
+  }
+  // Note [An empty dim list reduces every dim].
+  empty_dim_list_as_every_dim(target.op.schema(), stack);
+  if (keeps_out_of_result_numel(target.op.schema())) {
+    // Note [Range factories keep an out of the right size].
+    empty_out_arguments(target.op.schema(), stack);
   }
   try {
     // The kernel itself warns, where the CPU's would (at every call; this

@@ -43,6 +43,34 @@ def test_multinomial_refuses_more_than_2_to_the_24_categories_at_the_call_after_
     torch.npu.synchronize()
 
 
+@pytest.mark.parametrize(
+    ("dtype", "fits", "too_large", "message"),
+    [
+        (torch.uint8, 256, 257, "value cannot be converted to type uint8_t without overflow"),
+        (torch.float16, 2049, 2050, "n cannot be greater than 2049 for Half type"),
+    ],
+)
+def test_randperm_refuses_an_n_its_out_dtype_cannot_hold_at_the_call_after_a_clean_call(
+    dtype, fits, too_large, message
+):
+    # n is keyed by its sign only: checked on the host (csrc/ArgumentChecks.cpp),
+    # as the CPU refuses it, instead of failing the device work later.
+    out = torch.empty(0, dtype=dtype).npu()
+    torch.manual_seed(7)
+    torch.randperm(fits, out=out)
+    torch.npu.synchronize()
+    assert sorted(out.cpu().long().tolist()) == list(range(fits))
+    # The checked overload still draws from the npu generator: the functional
+    # op, which reaches it through the composite randperm.out, agrees.
+    torch.manual_seed(7)
+    torch.testing.assert_close(torch.randperm(fits, dtype=dtype, device="npu").cpu(), out.cpu(), atol=0, rtol=0)
+    with pytest.raises(RuntimeError, match=message):
+        torch.randperm(too_large, out=out)
+    with pytest.raises(RuntimeError, match=message):
+        torch.randperm(too_large, out=torch.empty(0, dtype=dtype))  # the CPU's own refusal
+    torch.npu.synchronize()  # nothing left to raise
+
+
 # Note [Warnings of queued work] (csrc/CallVerification.h). Run in a fresh
 # process: which call signatures ran cleanly before is process-wide state.
 WARNINGS_SCRIPT = """
