@@ -31,6 +31,12 @@ constexpr std::pair<std::string_view, std::string_view> kHostArguments[] = {
     {"aten::_ctc_loss", "target_lengths"},
     {"aten::_ctc_loss_backward", "input_lengths"},
     {"aten::_ctc_loss_backward", "target_lengths"},
+    // The scalars of the multi-tensor pointwise ops (Tensor overload): CUDA
+    // reads them from a 1-d host tensor (it requires them on the CPU).
+    {"aten::_foreach_addcmul", "scalars"},
+    {"aten::_foreach_addcmul_", "scalars"},
+    {"aten::_foreach_addcdiv", "scalars"},
+    {"aten::_foreach_addcdiv_", "scalars"},
 };
 
 bool host_argument_allowed(std::string_view op, std::string_view argument) {

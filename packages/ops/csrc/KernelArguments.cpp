@@ -161,6 +161,27 @@ torch::jit::Stack as_stack(const std::vector<IValue>& args, size_t count) {
   return stack;
 }
 
+namespace {
+
+// The kind of a scalar argument (or list element), for call signatures.
+uint64_t scalar_kind(const IValue& value) {
+  if (value.isBool()) {
+    return 1;
+  }
+  if (value.isInt()) {
+    return 2;
+  }
+  if (value.isDouble()) {
+    return 3;
+  }
+  if (value.isComplexDouble()) {
+    return 4;
+  }
+  return 5;
+}
+
+} // namespace
+
 uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IValue>& args) {
   CallSignature signature(&schema);
   const std::string_view name = schema.name();
@@ -194,7 +215,15 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
         any = true;
       });
       if (!any && arg.isList()) {
-        signature.add(0x11); // a list of non-tensors (sizes, dims): not by value
+        // A list of non-tensors (sizes, dims, scalars): not by value, but by
+        // the kinds of its elements, since a bool or complex element changes
+        // what the kernel accepts (_foreach_sub refuses bools, a float
+        // in-place list refuses complex scalars).
+        uint64_t kinds = 0;
+        for (const IValue& element : arg.toListRef()) {
+          kinds |= uint64_t{1} << scalar_kind(element);
+        }
+        signature.add(0x1100 + kinds);
       }
     } else if (arg.isNone()) {
       signature.add(0x22);
@@ -213,6 +242,9 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
       std::memcpy(&bits[0], &value, sizeof(bits));
       signature.add(bits[0]);
       signature.add(bits[1]);
+    } else if (arg.isDouble() || arg.isComplexDouble()) {
+      // Multi-tensor ops' scalars vary from call to call: by kind only.
+      signature.add(0x4400 + scalar_kind(arg));
     } else if (arg.isInt() && integers_by_value) {
       signature.add(static_cast<uint64_t>(arg.toInt()));
     } else if (arg.isInt()) {

@@ -33,6 +33,34 @@ def test_random_bounds_out_of_the_dtype_are_refused_at_the_call_after_a_clean_ca
     torch.npu.synchronize()  # nothing left to raise
 
 
+def test_multi_tensor_scalar_kinds_are_checked_at_the_call_after_a_clean_call():
+    # The kinds of a multi-tensor op's scalars (bool, int, float, complex) are
+    # part of the call's signature, their values are not: a clean call with
+    # float scalars does not let bool scalars, which _foreach_sub refuses,
+    # through to a later synchronization (found by PyTorch's test_foreach
+    # test_parity of _foreach_sub on complex tensors).
+    tensors = [torch.ones(2, 2, dtype=torch.complex64).npu()]
+    for scalars in ([1.0], 1.0):
+        torch._foreach_sub(tensors, scalars)  # a clean call: its kind is verified
+        torch.npu.synchronize()
+    bool_message = r"Subtraction, the `-` operator, with a bool tensor is not supported"
+    with pytest.raises(RuntimeError, match=bool_message):
+        torch._foreach_sub(tensors, [True])
+    torch._foreach_sub_(tensors, 1.0)
+    torch.npu.synchronize()
+    with pytest.raises(RuntimeError, match=bool_message):
+        torch._foreach_sub_(tensors, True)
+    torch.npu.synchronize()  # nothing left to raise
+    # A complex scalar after a clean float one: an in-place float list refuses it.
+    floats = [torch.ones(3).npu()]
+    torch._foreach_add_(floats, 1.0)
+    torch.npu.synchronize()
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        torch._foreach_add_(floats, 1j)
+    torch.npu.synchronize()
+    torch.testing.assert_close(floats[0].cpu(), torch.full((3,), 2.0))
+
+
 def test_multinomial_refuses_more_than_2_to_the_24_categories_at_the_call_after_a_clean_call():
     # The size is no part of the call's signature: checked on the host
     # (csrc/ArgumentChecks.cpp).
