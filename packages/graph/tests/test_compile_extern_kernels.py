@@ -14,6 +14,7 @@ import warnings
 import pytest
 import torch
 import torch._dynamo
+import torch._inductor.config
 import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
@@ -169,3 +170,30 @@ def test_downsampling_convolution_of_a_permuted_input_trains_compiled():
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     for g, e in zip(grads, expected_grads):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
+@needs_mlir
+def test_convolution_copied_into_channels_last_trains_compiled():
+    # EfficientNet's stem: a convolution of zero-padded pixels. With
+    # Inductor's layout optimization, the convolution's output saved for the
+    # backward is copied into channels-last, and that copy's group read the
+    # extern kernel's buffer, which had no value (Note [Extern kernel outputs
+    # copied into another layout]): the step failed to compile.
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8, device="npu")
+    weight = torch.randn(4, 3, 3, 3, device="npu")
+
+    def loss(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(F.pad(x, (0, 1, 0, 1)), weight, stride=2).sin().sum()
+
+    expected_weight = weight.clone().requires_grad_()
+    expected = loss(x, expected_weight)
+    (expected_grad,) = torch.autograd.grad(expected, [expected_weight])
+    torch._dynamo.reset()
+    compiled_weight = weight.clone().requires_grad_()
+    with torch._inductor.config.patch(force_layout_optimization=True), warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        got = torch.compile(loss)(x, compiled_weight)
+        (grad,) = torch.autograd.grad(got, [compiled_weight])
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grad, expected_grad, atol=1e-5, rtol=1e-5)
