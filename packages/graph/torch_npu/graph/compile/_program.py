@@ -331,7 +331,9 @@ def _layout_copy_origin(buffer: Any, mapping: dict[str, torch.fx.Node]) -> torch
 # program reached the convolution's input instead (EfficientNet's padded
 # pixels: "constant_pad_nd is neither computed by the group nor read by
 # it"). The kernel's buffer holds the value of the one origin that is a call
-# of the kernel's op with the buffer's shape and dtype.
+# of the kernel's op with the buffer's shape and dtype; so does the one
+# output (MultiOutput without indices) of a kernel Inductor runs as its
+# fallback (EfficientNet's squeeze-and-excitation convolution).
 def _extern_output_origin(buffer: Any) -> torch.fx.Node | None:
     """The FX node an extern kernel's buffer without ``origin_node`` holds
     (Note [Extern kernel outputs copied into another layout]), else None."""
@@ -339,10 +341,19 @@ def _extern_output_origin(buffer: Any) -> torch.fx.Node | None:
 
     if not isinstance(buffer, ir.ExternKernel) or getattr(buffer, "origin_node", None) is not None:
         return None
-    overload = getattr(buffer, "op_overload", None)
+    kernel = buffer
+    if isinstance(buffer, ir.MultiOutput):
+        # the one output of a fallback kernel: the kernel's value itself
+        if buffer.indices or len(buffer.inputs) != 1 or not isinstance(buffer.inputs[0], ir.ExternKernel):
+            return None
+        kernel = buffer.inputs[0]
+    elif isinstance(buffer.layout, ir.MultiOutputLayout):
+        return None  # a kernel of several outputs (their MultiOutput buffers hold the values)
+    overload = getattr(kernel, "op_overload", None)
     if overload is None:
         return None
-    calls = [n for n in getattr(buffer, "origins", ()) if n.op == "call_function" and n.target is overload]
+    origins = {*getattr(kernel, "origins", ()), *getattr(buffer, "origins", ())}
+    calls = [n for n in origins if n.op == "call_function" and n.target is overload]
     if len(calls) != 1:
         return None
     value = calls[0].meta.get("val")
