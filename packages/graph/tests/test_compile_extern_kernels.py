@@ -5,7 +5,9 @@ copies] in compile/_program.py; the copy is a kernel of its own), and
 scatter-like ops (Note [Scatters run as extern kernels] in
 compile/_extern_scatters.py); and computed inputs of one shape that an extern
 kernel tells apart (Note [Extern kernel inputs told apart by position] in
-compile/_program.py)."""
+compile/_program.py); and an extern kernel's own output, which the layout
+optimization copies into channels-last or runs as a fallback of one output
+(Note [Extern kernel outputs copied into another layout])."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import warnings
 import pytest
 import torch
 import torch._dynamo
+import torch._inductor.config
 import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
@@ -166,6 +169,62 @@ def test_downsampling_convolution_of_a_permuted_input_trains_compiled():
         warnings.simplefilter("error", NPUKernelFallbackWarning)
         got = torch.compile(loss)(x)
         grads = torch.autograd.grad(got, params)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    for g, e in zip(grads, expected_grads):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
+@needs_mlir
+def test_convolution_copied_into_channels_last_trains_compiled():
+    # EfficientNet's stem: a convolution of zero-padded pixels. With
+    # Inductor's layout optimization, the convolution's output saved for the
+    # backward is copied into channels-last, and that copy's group read the
+    # extern kernel's buffer, which had no value (Note [Extern kernel outputs
+    # copied into another layout]): the step failed to compile.
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8, device="npu")
+    weight = torch.randn(4, 3, 3, 3, device="npu")
+
+    def loss(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(F.pad(x, (0, 1, 0, 1)), weight, stride=2).sin().sum()
+
+    expected_weight = weight.clone().requires_grad_()
+    expected = loss(x, expected_weight)
+    (expected_grad,) = torch.autograd.grad(expected, [expected_weight])
+    torch._dynamo.reset()
+    compiled_weight = weight.clone().requires_grad_()
+    with torch._inductor.config.patch(force_layout_optimization=True), warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        got = torch.compile(loss)(x, compiled_weight)
+        (grad,) = torch.autograd.grad(got, [compiled_weight])
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grad, expected_grad, atol=1e-5, rtol=1e-5)
+
+
+@needs_mlir
+def test_squeeze_and_excitation_convolutions_train_compiled():
+    # EfficientNet's squeeze-and-excitation: convolutions of a pooled
+    # [N, C, 1, 1] value, which Inductor's layout optimization runs as
+    # fallback kernels of one output (MultiOutput); the silu between them
+    # read that output, which had no value (Note [Extern kernel outputs
+    # copied into another layout]): the step failed to compile.
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 8, 8, device="npu")
+    params = [torch.randn(2, 4, 1, 1), torch.randn(2), torch.randn(4, 2, 1, 1), torch.randn(4)]
+
+    def loss(x, reduce_w, reduce_b, expand_w, expand_b):
+        squeezed = F.silu(F.conv2d(F.adaptive_avg_pool2d(x, 1), reduce_w, reduce_b))
+        return (x * torch.sigmoid(F.conv2d(squeezed, expand_w, expand_b))).sin().sum()
+
+    expected_params = [p.to("npu").requires_grad_() for p in params]
+    expected = loss(x, *expected_params)
+    expected_grads = torch.autograd.grad(expected, expected_params)
+    torch._dynamo.reset()
+    compiled_params = [p.to("npu").requires_grad_() for p in params]
+    with torch._inductor.config.patch(force_layout_optimization=True), warnings.catch_warnings():
+        warnings.simplefilter("error", NPUKernelFallbackWarning)
+        got = torch.compile(loss)(x, *compiled_params)
+        grads = torch.autograd.grad(got, compiled_params)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     for g, e in zip(grads, expected_grads):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)

@@ -202,8 +202,9 @@ def _compute_buffer_fx_map() -> dict[str, torch.fx.Node]:
         if node.op == "placeholder" and node.target in V.graph.graph_inputs:
             mapping[node.target] = node
     for buffer in V.graph.buffers:
-        fx = (_computed_origin(buffer) or _realized_view_origin(buffer) or _collective_buffers.mutation_result(buffer)
-              or _mutation_origin(buffer) or _extern_argument_origin(buffer) or _extern_input_origin(buffer))
+        fx = (_computed_origin(buffer) or _extern_output_origin(buffer) or _realized_view_origin(buffer)
+              or _collective_buffers.mutation_result(buffer) or _mutation_origin(buffer)
+              or _extern_argument_origin(buffer) or _extern_input_origin(buffer))
         if fx is None:
             fx = (_ordering_only_origin(buffer, mapping) or _layout_copy_origin(buffer, mapping)
                   or _concatenated_piece_origin(buffer))
@@ -317,6 +318,50 @@ def _layout_copy_origin(buffer: Any, mapping: dict[str, torch.fx.Node]) -> torch
     if sizevars.simplify(load_index - expected) != 0:
         return None
     return source_fx
+
+
+# Note [Extern kernel outputs copied into another layout]
+# Inductor names a buffer after the FX node it computes (``origin_node``)
+# only when that node's lowering returns the buffer itself. With its layout
+# optimization (channels-last convolutions), a convolution whose fake output
+# is contiguous but whose users want channels-last is lowered to the extern
+# kernel's buffer followed by a copy into the other layout: the copy gets
+# ``origin_node`` (the convolution), the kernel's own buffer none. The copy's
+# group reads the kernel's buffer, which then mapped to no value, and its
+# program reached the convolution's input instead (EfficientNet's padded
+# pixels: "constant_pad_nd is neither computed by the group nor read by
+# it"). The kernel's buffer holds the value of the one origin that is a call
+# of the kernel's op with the buffer's shape and dtype; so does the one
+# output (MultiOutput without indices) of a kernel Inductor runs as its
+# fallback (EfficientNet's squeeze-and-excitation convolution).
+def _extern_output_origin(buffer: Any) -> torch.fx.Node | None:
+    """The FX node an extern kernel's buffer without ``origin_node`` holds
+    (Note [Extern kernel outputs copied into another layout]), else None."""
+    from torch._inductor import ir
+
+    if not isinstance(buffer, ir.ExternKernel) or getattr(buffer, "origin_node", None) is not None:
+        return None
+    kernel = buffer
+    if isinstance(buffer, ir.MultiOutput):
+        # the one output of a fallback kernel: the kernel's value itself
+        if buffer.indices or len(buffer.inputs) != 1 or not isinstance(buffer.inputs[0], ir.ExternKernel):
+            return None
+        kernel = buffer.inputs[0]
+    elif isinstance(buffer.layout, ir.MultiOutputLayout):
+        return None  # a kernel of several outputs (their MultiOutput buffers hold the values)
+    overload = getattr(kernel, "op_overload", None)
+    if overload is None:
+        return None
+    origins = {*getattr(kernel, "origins", ()), *getattr(buffer, "origins", ())}
+    calls = [n for n in origins if n.op == "call_function" and n.target is overload]
+    if len(calls) != 1:
+        return None
+    value = calls[0].meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dtype != buffer.get_dtype():
+        return None
+    if list(value.shape) != list(buffer.get_size()):
+        return None
+    return calls[0]
 
 
 def _ordering_only_origin(buffer: Any, mapping: dict[str, torch.fx.Node]) -> torch.fx.Node | None:
