@@ -5,6 +5,7 @@
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
+#include "NestedTensors.h"
 #include "SparseTensors.h"
 #include "npu/NPUWork.h"
 
@@ -22,6 +23,12 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   }
   if (is_sparse_layout(t)) {
     at::Tensor alias = sparse_with_members(t, c10::Device(c10::DeviceType::CPU), &cpu_alias);
+    keep_requires_grad(alias, t);
+    return alias;
+  }
+  if (t.is_nested()) {
+    // Note [Nested npu tensors].
+    at::Tensor alias = nested_with_buffer(t, &cpu_alias);
     keep_requires_grad(alias, t);
     return alias;
   }

@@ -9,14 +9,18 @@
 #include <ATen/core/ivalue.h>
 
 #include "IValueTensors.h"
+#include "NestedTensors.h"
 #include "SparseTensors.h"
 #include "npu/WorkAccesses.h"
 
 namespace torch_npu_ops {
 
-// A tensor's device memory: a sparse tensor's is its members'.
+// A tensor's device memory: a sparse tensor's is its members', a nested
+// tensor's its buffer.
 inline void declare_tensor_access(c10_npu::WorkAccessScope& accesses, const at::Tensor& t, bool write) {
-  if (is_sparse_layout(t)) {
+  if (is_nested(t)) {
+    accesses.add(nested_buffer(t), write);
+  } else if (is_sparse_layout(t)) {
     for (const at::Tensor& member : sparse_members(t)) {
       accesses.add(member, write);
     }

@@ -15,7 +15,8 @@
 // path it takes), allocates its outputs and launches its work item
 // (AsyncKernelWork.h). Its parts: CPU aliases of npu tensors (CpuAliases.h),
 // the CPU kernel's arguments (KernelArguments.h), the path on which the host
-// waits (SynchronousExecution.h), and sparse ops (SparseExecution.cpp).
+// waits (SynchronousExecution.h), sparse ops (SparseExecution.cpp) and nested
+// ones (NestedExecution.cpp).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -29,5 +30,10 @@ void run_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // kernel runs as device work on the members' device memory, and the host
 // waits for it (a sparse result's size depends on the data).
 void run_sparse_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// The kernel of the nested npu dispatch key: the op's nested CPU kernel runs
+// as device work on the buffers' device memory, and the host waits for it
+// (Note [Nested npu tensors], NestedTensors.h).
+void run_nested_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 } // namespace torch_npu_ops

@@ -5,6 +5,7 @@
 #include "CpuKernelOverrides.h"
 #include "DeviceOpExecutor.h"
 #include "KernelAllocator.h"
+#include "NestedTensors.h"
 #include "SparseTensors.h"
 #include "aten/MissingKernelFallback.h"
 #include "npu/NPUFunctions.h"
@@ -21,6 +22,7 @@ void install_kernels() {
     // their CPU kernel.
     install_cpu_kernel_overrides();
     install_sparse_kernels();
+    install_nested_kernels();
     // Before any device work: CPU kernels running as device work then
     // allocate device memory (and may compute results in their outputs).
     install_kernel_allocator();

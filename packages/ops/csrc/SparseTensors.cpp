@@ -75,7 +75,9 @@ std::vector<at::Tensor> sparse_members(const at::Tensor& t) {
 c10::DispatchKeySet kernel_keys(const std::vector<c10::IValue>& args, c10::BackendComponent backend) {
   c10::DispatchKeySet functionality(c10::DispatchKey::Dense);
   const auto add = [&](const at::Tensor& t) {
-    if (t.defined() && t.layout() == c10::kSparse) {
+    if (t.defined() && t.is_nested()) {
+      functionality = functionality.add(c10::DispatchKey::NestedTensor);
+    } else if (t.defined() && t.layout() == c10::kSparse) {
       functionality = functionality.add(c10::DispatchKey::Sparse);
     } else if (is_sparse_layout(t)) {
       functionality = functionality.add(c10::DispatchKey::SparseCsr);

@@ -32,8 +32,9 @@ at::Tensor sparse_with_members(
 std::vector<at::Tensor> sparse_members(const at::Tensor& t);
 
 // The dispatch keys of `backend`'s kernel for arguments like `args`: its
-// dense key, plus its sparse ones where sparse tensors are among them (the
-// dispatcher then picks the sparse kernel, as it does for the npu op).
+// dense key, plus its sparse (or nested) ones where sparse (or nested)
+// tensors are among them (the dispatcher then picks that kernel, as it does
+// for the npu op).
 c10::DispatchKeySet kernel_keys(const std::vector<c10::IValue>& args, c10::BackendComponent backend);
 
 // Makes the sparse tensor `out` take the size and members of `like`, a

@@ -21,6 +21,7 @@
 #include "KernelAllocator.h"
 #include "KernelArguments.h"
 #include "LaunchSite.h"
+#include "NestedTensors.h"
 #include "ResultCopy.h"
 #include "SchemaAliases.h"
 #include "SparseTensors.h"
@@ -49,6 +50,10 @@ class ResultTransfers {
     }
     if (is_sparse_layout(result)) {
       return sparse_with_members(result, device_, [&](const at::Tensor& m) { return to_npu(m); });
+    }
+    if (result.is_nested()) {
+      // Its metadata are in host memory already (run_sync's worker).
+      return nested_with_buffer(result, [&](const at::Tensor& buffer) { return to_npu(buffer); });
     }
     at::Tensor npu = empty_with_geometry_of(result);
     copy(npu, result);
@@ -155,7 +160,8 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
     const at::Tensor& cpu_out = cpu_args[i].toTensor();
     // Not where the alias is an input too, or shares its storage with one
     // (SharedStorages.h): the kernel's overlap check must see that.
-    if (is_npu(npu_out) && npu_out.layout() == c10::kStrided && npu_out.storage().data() != nullptr &&
+    if (is_npu(npu_out) && npu_out.layout() == c10::kStrided && !npu_out.is_nested() &&
+        npu_out.storage().data() != nullptr &&
         !cpu_out.storage().resizable() && cpu_out.use_count() == 1 && cpu_out.storage().use_count() == 1) {
       cpu_args[i] = resizable_cpu_alias(npu_out);
     }
@@ -178,7 +184,14 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
           op.redispatchBoxed(keys, &s);
           allocations.end();
           // The results stay where the kernel left them (device-work
-          // memory, mostly) until the transfer work below copies them.
+          // memory, mostly) until the transfer work below copies them; the
+          // host reads nested results' metadata, which get host memory now
+          // (Note [Nested npu tensors]).
+          for (IValue& result : s) {
+            result = map_tensors(result, [](const at::Tensor& t) {
+              return is_nested(t) ? nested_with_host_metadata(t) : t;
+            });
+          }
           state->results = std::move(s);
         } catch (...) {
           state->error = std::current_exception();
@@ -219,6 +232,11 @@ void run_sync(const TranslatedOp& target, const std::vector<IValue>& args, c10::
             out.defined() && out.layout() == npu_out.layout(), schema.name(), ": the CPU kernel returned a ",
             out.defined() ? c10::str(out.layout()) : "undefined", " tensor for a ", npu_out.layout(), " output");
         set_sparse_members(npu_out, transfers.to_npu(out));
+      } else if (is_nested(npu_out)) {
+        // Nested kernels write in place into the buffer they were given.
+        TORCH_CHECK(is_nested(out) && out.storage().data() == c10_npu::host_access(npu_out.storage().data()),
+                    schema.name(), ": the CPU kernel did not write its nested output in place (a torch-npu-ops bug: "
+                    "please report it)");
       } else if (out.defined() && npu_out.defined() &&
                  (out.data_ptr() != c10_npu::host_access(npu_out.data_ptr()) || !out.sizes().equals(npu_out.sizes()))) {
         if (out.is_contiguous()) {

@@ -1,0 +1,73 @@
+#include "NestedTensors.h"
+
+#include <ATen/NestedTensorImpl.h>
+#include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/empty_like_native.h>
+#include <torch/library.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "DeviceOpExecutor.h"
+
+namespace torch_npu_ops {
+
+at::Tensor nested_buffer(const at::Tensor& t) {
+  return at::native::get_nested_tensor_impl(t)->get_unsafe_storage_as_tensor();
+}
+
+at::Tensor nested_with_buffer(const at::Tensor& t, const std::function<at::Tensor(const at::Tensor&)>& buffer) {
+  const auto* impl = at::native::get_nested_tensor_impl(t);
+  return at::detail::make_tensor<at::native::NestedTensorImpl>(
+      buffer(impl->get_unsafe_storage_as_tensor()), impl->get_nested_sizes(), impl->get_nested_strides(),
+      impl->get_storage_offsets());
+}
+
+at::Tensor nested_with_host_metadata(const at::Tensor& t) {
+  const auto* impl = at::native::get_nested_tensor_impl(t);
+  return at::detail::make_tensor<at::native::NestedTensorImpl>(
+      impl->get_unsafe_storage_as_tensor(), impl->get_nested_sizes().clone(), impl->get_nested_strides().clone(),
+      impl->get_storage_offsets().clone());
+}
+
+void install_nested_kernels() {
+  // As install_sparse_kernels: per op, so that an op with a nested CPU
+  // kernel runs it rather than a composite kernel written for dense tensors.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static std::map<std::string, std::unique_ptr<torch::Library>> libraries; // per namespace, for the process
+    auto& dispatcher = c10::Dispatcher::singleton();
+    for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+      const auto op = dispatcher.findOp(name);
+      const auto ns = name.getNamespace();
+      if (!op.has_value() || !ns.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::NestedTensorCPU) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::NestedTensorPrivateUse1)) {
+        continue;
+      }
+      auto& library = libraries[std::string(*ns)];
+      if (library == nullptr) {
+        library = std::make_unique<torch::Library>(
+            torch::Library::IMPL, std::string(*ns), c10::DispatchKey::NestedTensorPrivateUse1, __FILE__, __LINE__);
+      }
+      std::string op_name = name.name.substr(ns->size() + 2);
+      if (!name.overload_name.empty()) {
+        op_name += "." + name.overload_name;
+      }
+      library->impl(op_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_nested_on_npu>());
+    }
+  });
+}
+
+// The structure of nested npu tensors: PyTorch's device-generic kernels,
+// which make nested tensors over buffers of any device and leave the copying
+// of values to npu's dense kernels (Tensor.cpu(), .to("npu")).
+TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
+  m.impl("empty_like", TORCH_FN(at::native::empty_like_nested));
+  m.impl("_to_copy", TORCH_FN(at::native::_to_copy_nested));
+}
+
+} // namespace torch_npu_ops
