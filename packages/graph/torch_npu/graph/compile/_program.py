@@ -349,6 +349,8 @@ def _extern_output_origin(buffer: Any) -> torch.fx.Node | None:
         kernel = buffer.inputs[0]
     elif isinstance(buffer.layout, ir.MultiOutputLayout):
         return None  # a kernel of several outputs (their MultiOutput buffers hold the values)
+    elif isinstance(buffer.layout, ir.NoneLayout):
+        return None  # a kernel that returns nothing (an in-place collective): it holds no value
     overload = getattr(kernel, "op_overload", None)
     if overload is None:
         return None
