@@ -138,8 +138,8 @@ std::vector<IValue> cpu_arguments(
       // when empty.
       auto [it, fresh] = same_tensor.try_emplace(t.unsafeGetTensorImpl());
       if (fresh) {
-        it->second = t.layout() == c10::kStrided && !t.is_nested() && t.storage().data() != nullptr ? shared->view(t)
-                                                                                               : cpu_alias(t);
+        const bool dense = t.layout() == c10::kStrided && !t.is_nested() && t.storage().data() != nullptr;
+        it->second = dense ? shared->view(t) : cpu_alias(t);
         keep_requires_grad(it->second, t);
       }
       return it->second;
