@@ -1,6 +1,10 @@
 #include "KernelInstallation.h"
 
+#include <map>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "CpuKernelOverrides.h"
 #include "DeviceOpExecutor.h"
@@ -11,6 +15,30 @@
 #include "npu/NPUFunctions.h"
 
 namespace torch_npu_ops {
+
+void register_where_the_cpu_has_a_kernel(
+    c10::DispatchKey cpu_key, c10::DispatchKey npu_key,
+    const std::function<void(torch::Library& library, const char* op_name)>& register_op) {
+  static std::map<std::pair<std::string, c10::DispatchKey>, std::unique_ptr<torch::Library>> libraries;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    const auto op = dispatcher.findOp(name);
+    const auto ns = name.getNamespace();
+    if (!op.has_value() || !ns.has_value() || !op->hasKernelForDispatchKey(cpu_key) ||
+        op->hasKernelForDispatchKey(npu_key)) {
+      continue;
+    }
+    auto& library = libraries[{std::string(*ns), npu_key}];
+    if (library == nullptr) {
+      library = std::make_unique<torch::Library>(torch::Library::IMPL, std::string(*ns), npu_key, __FILE__, __LINE__);
+    }
+    std::string op_name = name.name.substr(ns->size() + 2);
+    if (!name.overload_name.empty()) {
+      op_name += "." + name.overload_name;
+    }
+    register_op(*library, op_name.c_str());
+  }
+}
 
 void install_kernels() {
   static std::once_flag once;

@@ -13,7 +13,22 @@
 // C++ runtime without Python] in core's libs/init_npu.h.
 #pragma once
 
+#include <c10/core/DispatchKey.h>
+#include <torch/library.h>
+
+#include <functional>
+
 namespace torch_npu_ops {
+
+// Calls `register_op(library, name)` for every operator that has a kernel for
+// `cpu_key` and none for `npu_key`, with a registration library of the
+// operator's namespace for `npu_key` (kept for the process). Registering per
+// op, not as a fallback: for an op without a kernel for a dispatch key, the
+// dispatcher prefers a composite kernel (written for dense tensors) to the
+// key's fallback. Once per key pair, after the ops are loaded.
+void register_where_the_cpu_has_a_kernel(
+    c10::DispatchKey cpu_key, c10::DispatchKey npu_key,
+    const std::function<void(torch::Library& library, const char* op_name)>& register_op);
 
 // Idempotent; before any op runs on npu.
 void install_kernels();

@@ -5,14 +5,10 @@
 #include <ATen/ops/empty_like_native.h>
 #include <torch/library.h>
 
-#include <map>
-#include <memory>
 #include <mutex>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "DeviceOpExecutor.h"
+#include "KernelInstallation.h"
 
 namespace torch_npu_ops {
 
@@ -35,30 +31,13 @@ at::Tensor nested_with_host_metadata(const at::Tensor& t) {
 }
 
 void install_nested_kernels() {
-  // As install_sparse_kernels: per op, so that an op with a nested CPU
-  // kernel runs it rather than a composite kernel written for dense tensors.
   static std::once_flag once;
   std::call_once(once, [] {
-    static std::map<std::string, std::unique_ptr<torch::Library>> libraries; // per namespace, for the process
-    auto& dispatcher = c10::Dispatcher::singleton();
-    for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-      const auto op = dispatcher.findOp(name);
-      const auto ns = name.getNamespace();
-      if (!op.has_value() || !ns.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::NestedTensorCPU) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::NestedTensorPrivateUse1)) {
-        continue;
-      }
-      auto& library = libraries[std::string(*ns)];
-      if (library == nullptr) {
-        library = std::make_unique<torch::Library>(
-            torch::Library::IMPL, std::string(*ns), c10::DispatchKey::NestedTensorPrivateUse1, __FILE__, __LINE__);
-      }
-      std::string op_name = name.name.substr(ns->size() + 2);
-      if (!name.overload_name.empty()) {
-        op_name += "." + name.overload_name;
-      }
-      library->impl(op_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_nested_on_npu>());
-    }
+    register_where_the_cpu_has_a_kernel(
+        c10::DispatchKey::NestedTensorCPU, c10::DispatchKey::NestedTensorPrivateUse1,
+        [](torch::Library& library, const char* op_name) {
+          library.impl(op_name, torch::CppFunction::makeFromBoxedFunction<&run_nested_on_npu>());
+        });
   });
 }
 

@@ -40,6 +40,7 @@
 
 #include "DeviceOpExecutor.h"
 #include "IValueTensors.h"
+#include "KernelInstallation.h"
 
 namespace torch_npu_ops {
 
@@ -172,39 +173,15 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
 
 void install_sparse_kernels() {
   // An op the CPU computes with a sparse kernel of its own computes with it
-  // on npu too. Registered per op: for an op without a kernel for a
-  // dispatch key, the dispatcher prefers a composite kernel (written for
-  // dense tensors: sin's fails on a CSR tensor) to the key's fallback.
+  // on npu too.
   static std::once_flag once;
   std::call_once(once, [] {
-    // One registration library per namespace and key, kept for the process.
-    static std::map<std::pair<std::string, c10::DispatchKey>, std::unique_ptr<torch::Library>> libraries;
-    const std::pair<c10::DispatchKey, c10::DispatchKey> keys[] = {
-        {c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1},
-        {c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1},
+    const auto register_op = [](torch::Library& library, const char* op_name) {
+      library.impl(op_name, torch::CppFunction::makeFromBoxedFunction<&run_sparse_on_npu>());
     };
-    auto& dispatcher = c10::Dispatcher::singleton();
-    const std::vector<c10::OperatorName> names = dispatcher.getAllOpNames();
-    for (const auto& [cpu_key, npu_key] : keys) {
-      for (const c10::OperatorName& name : names) {
-        const auto op = dispatcher.findOp(name);
-        const auto ns = name.getNamespace();
-        if (!op.has_value() || !ns.has_value() || !op->hasKernelForDispatchKey(cpu_key) ||
-            op->hasKernelForDispatchKey(npu_key)) {
-          continue;
-        }
-        auto& library = libraries[{std::string(*ns), npu_key}];
-        if (library == nullptr) {
-          library = std::make_unique<torch::Library>(
-              torch::Library::IMPL, std::string(*ns), npu_key, __FILE__, __LINE__);
-        }
-        std::string op_name = name.name.substr(ns->size() + 2);
-        if (!name.overload_name.empty()) {
-          op_name += "." + name.overload_name;
-        }
-        library->impl(op_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_sparse_on_npu>());
-      }
-    }
+    register_where_the_cpu_has_a_kernel(c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1, register_op);
+    register_where_the_cpu_has_a_kernel(
+        c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1, register_op);
   });
 }
 

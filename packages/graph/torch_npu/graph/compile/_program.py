@@ -320,6 +320,16 @@ def _layout_copy_origin(buffer: Any, mapping: dict[str, torch.fx.Node]) -> torch
     return source_fx
 
 
+def _holds_value_of(buffer: Any, node: torch.fx.Node) -> bool:
+    """Whether ``buffer`` can hold ``node``'s value: a tensor of its dtype and shape."""
+    value = node.meta.get("val")
+    return (
+        isinstance(value, torch.Tensor)
+        and value.dtype == buffer.get_dtype()
+        and list(value.shape) == list(buffer.get_size())
+    )
+
+
 # Note [Extern kernel outputs copied into another layout]
 # Inductor names a buffer after the FX node it computes (``origin_node``)
 # only when that node's lowering returns the buffer itself. With its layout
@@ -358,12 +368,7 @@ def _extern_output_origin(buffer: Any) -> torch.fx.Node | None:
     calls = [n for n in origins if n.op == "call_function" and n.target is overload]
     if len(calls) != 1:
         return None
-    value = calls[0].meta.get("val")
-    if not isinstance(value, torch.Tensor) or value.dtype != buffer.get_dtype():
-        return None
-    if list(value.shape) != list(buffer.get_size()):
-        return None
-    return calls[0]
+    return calls[0] if _holds_value_of(buffer, calls[0]) else None
 
 
 def _ordering_only_origin(buffer: Any, mapping: dict[str, torch.fx.Node]) -> torch.fx.Node | None:
@@ -418,12 +423,7 @@ def _realized_view_origin(buffer: Any) -> torch.fx.Node | None:
     ]
     if len(sinks) != 1 or sinks[0].op != "call_function" or _op_name(sinks[0]) not in _VIEW_OPS:
         return None
-    value = sinks[0].meta.get("val")
-    if not isinstance(value, torch.Tensor) or value.dtype != buffer.get_dtype():
-        return None
-    if list(value.shape) != list(buffer.get_size()):
-        return None
-    return sinks[0]
+    return sinks[0] if _holds_value_of(buffer, sinks[0]) else None
 
 
 def _extern_input_origin(buffer: Any) -> torch.fx.Node | None:
