@@ -5,6 +5,8 @@ the general path, and both give the kernel's results."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -176,3 +178,37 @@ def test_split_kernel_launches_armed_in_blocks():
         assert not kernel._launcher.launch((x, out), None)
     finally:
         torch.set_num_threads(threads)
+
+
+@needs_mlir
+def test_kernel_of_many_tensors_runs_compiled_by_both_paths():
+    # Kernels are called through MLIR's packed wrapper, whatever their
+    # number of tensors: 40 inputs and an output here, past what a fixed-arity
+    # call took (32); such groups used to run their aten ops eagerly.
+    n = 40
+    lines = ["def program(" + ", ".join(f"in{i}" for i in range(n)) + ", _device):",
+             "    v0 = torch.ops.aten.mul.Tensor(in0, 1.0)"]
+    for i in range(1, n):
+        lines.append(f"    v{i} = torch.ops.aten.add.Tensor(v{i - 1}, in{i}, alpha={i + 1})")
+    lines.append(f"    return (v{n - 1},)")
+    kernel = MLIRKernel("mlir_fused_test_many_inputs_0", "\n".join(lines) + "\n", n, 1, 0)
+
+    def expected(xs: list[torch.Tensor]) -> torch.Tensor:
+        return sum(((i + 1) * x.cpu().double() for i, x in enumerate(xs)), torch.zeros(())).float()
+
+    # Float32 rounding of the 40 steps, far below what one input given in
+    # another's place would change (about 1 per element).
+    tolerance = {"atol": 2e-4, "rtol": 1e-5}
+
+    xs = [torch.randn(8, 24, device="npu") for _ in range(n)]
+    out = torch.full_like(xs[0], float("nan"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no eager fallback, which warns
+        kernel.run(*xs, out)
+    assert isinstance(next(iter(kernel._variants.values())), _mlir.CompiledKernel)
+    torch.testing.assert_close(out.cpu(), expected(xs), **tolerance)
+    assert kernel._launcher.armed
+    xs = [torch.randn(8, 24, device="npu") for _ in range(n)]
+    out = torch.full_like(xs[0], float("nan"))
+    assert kernel._launcher.launch((*xs, out), None)
+    torch.testing.assert_close(out.cpu(), expected(xs), **tolerance)

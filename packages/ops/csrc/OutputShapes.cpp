@@ -9,6 +9,7 @@
 
 #include <ATen/ops/empty_strided.h>
 
+#include "BoolPowers.h"
 #include "EmptyDimLists.h"
 #include "PythonMetaWarmup.h"
 #include "RangeFactoryOuts.h"
@@ -225,6 +226,8 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
     }
     spec->push_back(std::move(tensors));
   }
+  // Note [Powers of bools by a bool stay bool]
+  keep_bool_powers_bool(target.caller_schema, args, *spec);
   return spec;
 }
 

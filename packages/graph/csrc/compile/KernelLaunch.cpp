@@ -4,7 +4,12 @@
 // A kernel is a host function with MLIR's C interface
 // (`_mlir_ciface_<name>`, llvm.emit_c_interface): one pointer to a ranked
 // memref descriptor per argument, inputs then outputs (the outputs became
-// arguments through buffer-results-to-out-params). The descriptors are
+// arguments through buffer-results-to-out-params). It is called through
+// the packed wrapper MLIR's ExecutionEngine adds to every function
+// (`_mlir__mlir_ciface_<name>(void** args)`, args[i] pointing at argument
+// i): one C signature for any number of tensors, so a fused group is never
+// refused for its argument count (a fixed-arity call took at most 32, and
+// RWKV's larger groups ran eagerly). The descriptors are
 // built here from the tensors' device addresses, sizes and strides, captured
 // as plain data (no tensor references, as the ops package's kernels do: the
 // caching allocator reuses memory in stream order, so memory freed after the
@@ -51,7 +56,6 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -73,9 +77,8 @@ namespace py = pybind11;
 
 namespace {
 
-// MLIR passes every argument as a pointer; the launcher supports kernels of
-// up to kMaxArgs tensors (Python checks it first, with a clear message).
-constexpr size_t kMaxArgs = 32;
+// Most kernels take few tensors: their argument arrays stay on the stack.
+constexpr size_t kInlineArgs = 32;
 
 // One tensor's memref descriptor as MLIR lays it out:
 // {allocated, aligned, offset, sizes[rank], strides[rank]}, all 64-bit.
@@ -95,25 +98,16 @@ struct Block {
   int64_t rows;
 };
 
-template <size_t... I>
-void call_with(void* fn, void* const* args, std::index_sequence<I...>) {
-  using Fn = void (*)(decltype((void)I, static_cast<void*>(nullptr))...);
-  reinterpret_cast<Fn>(fn)(args[I]...);
+// Calls a kernel's packed wrapper with one memref descriptor per tensor.
+void call_packed(uintptr_t fn, void* const* descriptors, size_t count) {
+  // The packed wrapper reads argument i from *args[i]: here a descriptor's
+  // address.
+  c10::SmallVector<void*, kInlineArgs> args(count);
+  for (size_t i = 0; i < count; ++i) {
+    args[i] = const_cast<void**>(descriptors + i);
+  }
+  reinterpret_cast<void (*)(void**)>(fn)(args.data());
 }
-
-template <size_t N>
-void call_n(void* fn, void* const* args) {
-  call_with(fn, args, std::make_index_sequence<N>{});
-}
-
-using Caller = void (*)(void*, void* const*);
-
-template <size_t... N>
-constexpr std::array<Caller, sizeof...(N)> make_callers(std::index_sequence<N...>) {
-  return {&call_n<N>...};
-}
-
-constexpr auto kCallers = make_callers(std::make_index_sequence<kMaxArgs + 1>{});
 
 // Launches run as blocks of rows, by either path (kernel_stats()'s
 // "split_launches").
@@ -137,7 +131,7 @@ struct KernelWork {
   // from the captured data only.
   void run_block(const Block& b, intptr_t offset) const {
     std::vector<std::vector<int64_t>> memrefs(descriptors.size());
-    std::array<void*, kMaxArgs> args{};
+    c10::SmallVector<void*, kInlineArgs> args(descriptors.size());
     for (size_t i = 0; i < descriptors.size(); ++i) {
       const auto& d = descriptors[i];
       auto& m = memrefs[i];
@@ -153,7 +147,7 @@ struct KernelWork {
       }
       args[i] = m.data();
     }
-    kCallers[descriptors.size()](reinterpret_cast<void*>(b.fn), args.data());
+    call_packed(b.fn, args.data(), args.size());
   }
 
   void operator()() const {
@@ -199,9 +193,6 @@ void launch_kernel(
     const std::vector<std::tuple<uintptr_t, int64_t, int64_t>>& blocks,
     const std::vector<int64_t>& split) {
   TORCH_CHECK(fn != 0 || !blocks.empty(), "launch_kernel: kernel ", name, " has no function address");
-  TORCH_CHECK(
-      tensors.size() <= kMaxArgs, "launch_kernel: kernel ", name, " takes ", tensors.size(),
-      " tensors; at most ", kMaxArgs, " are supported");
   TORCH_CHECK(
       blocks.empty() || split.size() == tensors.size(), "launch_kernel: kernel ", name,
       " is split in blocks but gives the rows per outer row of ", split.size(), " of its ",
@@ -278,14 +269,14 @@ struct ArmedVariant {
 // The work item of an armed launch: the variant and the device addresses.
 struct ArmedKernelWork {
   std::shared_ptr<const ArmedVariant> variant;
-  std::array<int64_t, kMaxArgs> addresses;
+  c10::SmallVector<int64_t, kInlineArgs> addresses;
   c10_npu::LaunchSite site; // none: the wrapper code's line is not known here
 
   // Calls block `b`'s function on its rows, as KernelWork::run_block does.
   void run_block(const Block& b, intptr_t offset) const {
     const auto& v = *variant;
     c10::SmallVector<int64_t, 256> memrefs(v.memrefs.begin(), v.memrefs.end());
-    std::array<void*, kMaxArgs> args{};
+    c10::SmallVector<void*, kInlineArgs> args(v.memref_starts.size());
     for (size_t i = 0; i < v.memref_starts.size(); ++i) {
       int64_t* m = memrefs.data() + v.memref_starts[i];
       const int64_t host = addresses[i] == 0 ? 0 : addresses[i] + offset + b.first_row * v.row_bytes[i];
@@ -296,7 +287,7 @@ struct ArmedKernelWork {
       }
       args[i] = m;
     }
-    kCallers[v.memref_starts.size()](reinterpret_cast<void*>(b.fn), args.data());
+    call_packed(b.fn, args.data(), args.size());
   }
 
   void operator()() const {
@@ -332,9 +323,7 @@ class Launcher {
       const std::vector<std::tuple<uintptr_t, int64_t, int64_t>>& blocks,
       const std::vector<int64_t>& split) {
     TORCH_CHECK(fn != 0 || !blocks.empty(), "Launcher.arm: kernel ", name_, " has no function address");
-    TORCH_CHECK(
-        !tensors.empty() && tensors.size() <= kMaxArgs, "Launcher.arm: kernel ", name_, " takes ",
-        tensors.size(), " tensors; 1 to ", kMaxArgs, " are supported");
+    TORCH_CHECK(!tensors.empty(), "Launcher.arm: kernel ", name_, " takes no tensors");
     TORCH_CHECK(
         blocks.empty() || split.size() == tensors.size(), "Launcher.arm: kernel ", name_,
         " is split in blocks but gives the rows per outer row of ", split.size(), " of its ", tensors.size(),
@@ -392,8 +381,8 @@ class Launcher {
     if (static_cast<size_t>(PyTuple_GET_SIZE(args.ptr())) != num_tensors + v.symbols.size()) {
       return false;
     }
-    std::array<const at::Tensor*, kMaxArgs> tensors{};
-    std::array<int64_t, kMaxArgs> addresses{};
+    c10::SmallVector<const at::Tensor*, kInlineArgs> tensors(num_tensors);
+    c10::SmallVector<int64_t, kInlineArgs> addresses(num_tensors);
     for (size_t i = 0; i < num_tensors; ++i) {
       PyObject* obj = PyTuple_GET_ITEM(args.ptr(), i);
       if (!THPVariable_Check(obj)) {
@@ -449,7 +438,6 @@ class Launcher {
 
 PYBIND11_MODULE(_launch, m) {
   m.doc() = "Launches MLIR-compiled kernels as device work on npu streams.";
-  m.attr("MAX_KERNEL_ARGS") = kMaxArgs;
 #ifdef _OPENMP
   m.attr("RUNS_BLOCKS_IN_PARALLEL") = true;
 #else

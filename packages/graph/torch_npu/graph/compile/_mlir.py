@@ -150,7 +150,9 @@ def _sha256(path: str) -> str:
 
 def _load(path: str, in_place: Any = ()) -> CompiledKernel:
     library = ctypes.CDLL(path)
-    address = ctypes.cast(getattr(library, f"_mlir_ciface_{_FUNC}"), ctypes.c_void_p).value
+    # The packed wrapper of the C interface: one void** of argument
+    # addresses, whatever the number of tensors (csrc/compile/KernelLaunch.cpp).
+    address = ctypes.cast(getattr(library, f"_mlir__mlir_ciface_{_FUNC}"), ctypes.c_void_p).value
     # An entry without the pairs (or with a malformed list) has none: its
     # outputs stay staged (Note [Outputs written over their own inputs]).
     pairs = frozenset((int(i), int(j)) for i, j in in_place) if isinstance(in_place, list) else frozenset()

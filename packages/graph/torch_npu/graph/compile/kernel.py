@@ -303,11 +303,7 @@ class MLIRKernel:
     def _compile(self, geometry: Any, inputs: Any, outputs: Any, symbols: list[int]) -> Any:
         if self.backend == "eager" or _has_no_elements(self.source, inputs, outputs):
             return None
-        from . import _launch
-
-        if self.num_inputs + self.num_outputs > _launch.MAX_KERNEL_ARGS:
-            reason = f"it has more than {_launch.MAX_KERNEL_ARGS} tensor arguments"
-        elif (crash := _crashes_torch_mlir(self.source, inputs)) is not None:
+        if (crash := _crashes_torch_mlir(self.source, inputs)) is not None:
             reason = crash
         else:
             cpu = torch.device("cpu")
