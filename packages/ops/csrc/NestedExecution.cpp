@@ -34,15 +34,19 @@ bool is_view_alias(const c10::AliasInfo* info) {
   return false;
 }
 
-// Ops that return a nested tensor's metadata: host tensors on every device
-// (CUDA's too), which the CPU's kernels return without reading the buffer.
-// As device work they would come back as npu tensors, and the host code that
-// reads them (a nested view's backward) would read device memory.
-bool returns_host_metadata(const c10::FunctionSchema& schema) {
+// Ops whose CPU nested kernel works on nested tensors of any device, run on
+// the npu tensors themselves:
+// - the metadata getters, which return host tensors on every device (CUDA's
+//   too); as device work they came back as npu tensors, and the host code
+//   that reads them (a nested view's backward) read device memory;
+// - copy_, which copies buffer to buffer with the dense copy_: it copies
+//   between a nested npu and a nested CPU tensor as CUDA's does (as device
+//   work it refused the host tensor).
+bool cpu_kernel_is_device_generic(const c10::FunctionSchema& schema) {
   const std::string& name = schema.name();
   return schema.overload_name().empty() &&
          (name == "aten::_nested_tensor_size" || name == "aten::_nested_tensor_strides" ||
-          name == "aten::_nested_tensor_storage_offsets");
+          name == "aten::_nested_tensor_storage_offsets" || name == "aten::copy_");
 }
 
 // Whether `schema` returns views of its arguments.
@@ -58,7 +62,7 @@ bool returns_views(const c10::FunctionSchema& schema) {
 } // namespace
 
 void run_nested_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (returns_views(op.schema()) || returns_host_metadata(op.schema())) {
+  if (returns_views(op.schema()) || cpu_kernel_is_device_generic(op.schema())) {
     // A view of a nested tensor is metadata over the same buffer; the CPU's
     // nested view kernels make it on any device (they read no values, and
     // views of the buffer itself are npu views). Run as device work, they

@@ -158,3 +158,15 @@ def test_nested_metadata_are_host_tensors_as_on_cuda():
             meta = getattr(t, name)()
             assert meta.device.type == "cpu", name
             assert torch.equal(meta, getattr(ref, name)()), name
+
+
+def test_copy_between_nested_npu_and_cpu_tensors_as_cuda():
+    cpu, npu = _pair()
+    to_cpu = torch.empty_like(npu, device="cpu")
+    to_cpu.copy_(npu * 2)
+    _assert_nested_equal(to_cpu.npu(), cpu * 2)
+    to_npu = torch.empty_like(npu)
+    to_npu.copy_(cpu * 3)
+    _assert_nested_equal(to_npu, cpu * 3)
+    with pytest.raises(RuntimeError, match="copy_ only supports tensors that are the same size"):
+        to_npu.copy_(torch.nested.nested_tensor([torch.zeros(2)]))
