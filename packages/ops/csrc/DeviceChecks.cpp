@@ -37,6 +37,9 @@ constexpr std::pair<std::string_view, std::string_view> kHostArguments[] = {
     {"aten::_foreach_addcmul_", "scalars"},
     {"aten::_foreach_addcdiv", "scalars"},
     {"aten::_foreach_addcdiv_", "scalars"},
+    // The nested sizes a nested tensor is made with: host metadata, as a
+    // nested tensor's own are on every device (Note [Nested npu tensors]).
+    {"aten::_nested_from_padded", "cpu_nested_shape_example"},
 };
 
 bool host_argument_allowed(std::string_view op, std::string_view argument) {

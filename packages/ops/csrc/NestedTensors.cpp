@@ -1,6 +1,7 @@
 #include "NestedTensors.h"
 
 #include <ATen/NestedTensorImpl.h>
+#include <ATen/ops/_nested_view_from_buffer_native.h>
 #include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/empty_like_native.h>
 #include <torch/library.h>
@@ -47,6 +48,13 @@ void install_nested_kernels() {
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("empty_like", TORCH_FN(at::native::empty_like_nested));
   m.impl("_to_copy", TORCH_FN(at::native::_to_copy_nested));
+}
+
+// A nested view of a dense npu buffer (Tensor.values()' backward makes one):
+// metadata over that buffer, which the CPU's kernel makes on any device. As
+// device work it would be a copy.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_nested_view_from_buffer", TORCH_FN(at::native::_nested_view_from_buffer));
 }
 
 } // namespace torch_npu_ops

@@ -8,7 +8,11 @@
 // _native_multi_head_attention, to_padded_tensor), as it does on CUDA. A
 // nested npu tensor is PyTorch's own NestedTensorImpl whose buffer (its
 // storage) is npu memory; its metadata (nested sizes, strides and storage
-// offsets) are host tensors, as on every device. Its ops run the CPU's
+// offsets) are host tensors, as on every device. Its view ops (transpose,
+// unbind, select, narrow, chunk, view, ...), metadata getters and copy_ run
+// the CPU's nested kernel on the npu tensor itself: a view is metadata over
+// the same buffer, the getters return the host metadata, copy_ copies buffer
+// to buffer with the dense copy_ (NestedExecution.cpp). Its other ops run the CPU's
 // nested kernels as device work (run_nested_on_npu), which see it through
 // `nested_with_buffer`: the same nested tensor over a CPU alias of the
 // buffer. Nested results have data-dependent buffer sizes, so the host waits
