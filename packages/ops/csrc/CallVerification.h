@@ -17,6 +17,19 @@
 // depend on the data (an index out of range) can then surface later, at a
 // synchronization that names the op and the Python line that launched it.
 //
+// Note [Verified calls run the functional kernel]
+// The executor runs a functional op through its out= overload where it has
+// one (OutVariants.h), writing straight into the npu outputs. Some out=
+// kernels lack checks of their functional kernel: max() and min() of an
+// empty tensor raise on the CPU ("Expected reduction dim to be specified"),
+// while max.unary_out / min.unary_out reduce to -inf / inf. Once the
+// Python meta kernels were active (torch._dynamo imported), torch.max of an
+// empty npu tensor returned -inf. A verified call (the first of its
+// signature, whose empty dimensions it records) therefore runs the
+// functional kernel and copies its results, so that its checks raise at
+// the call as on the CPU; once the signature ran cleanly, its calls write
+// through the out= overload again.
+//
 // Note [Warnings of queued work]
 // A CPU kernel's warnings (TORCH_WARN) go to the warning handler of the
 // thread it runs on. A queued kernel runs on the stream's worker, whose

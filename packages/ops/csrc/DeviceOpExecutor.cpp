@@ -141,7 +141,8 @@ void launch_kernel(const ExecutionPlan& plan, const std::vector<IValue>& args, c
   // kernel and raises the kernel's own exception here.
   const uint64_t signature = call_signature(target_schema, target.args_for(args));
   std::shared_ptr<CallVerification> verification = verification_for(signature);
-  if (plan.out_op.has_value()) {
+  // Note [Verified calls run the functional kernel]
+  if (plan.out_op.has_value() && verification == nullptr) {
     for (const auto& out : outputs.fresh) {
       cpu_args.emplace_back(cpu_alias(out));
     }
