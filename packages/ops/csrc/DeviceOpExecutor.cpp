@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -49,6 +51,25 @@ void restride_like_meta(const at::Tensor& out, const TensorSpec& spec) {
   }
 }
 
+// Note [In-place ops keep their tensor's shape]: an in-place op writes a
+// result of its tensor's shape, and the CPU refuses one that broadcasts to
+// another shape ("output with shape [1] doesn't match the broadcast shape
+// [2, 2]"). Some Python meta kernels (torch._refs' in-place wrappers, which
+// PyTorch registers once torch._dynamo is imported) resize the meta tensor
+// instead: resizing the npu tensor to their shape made fmod_, remainder_,
+// copysign_, hypot_, xlogy_ ... of a [1] tensor by a [2, 2] one return a
+// [2, 2] tensor of garbage. Only the ops whose purpose is a new shape may
+// take the meta kernel's.
+bool changes_its_own_shape(const c10::FunctionSchema& schema) {
+  static const std::unordered_set<std::string_view> kNames = {
+      "aten::resize_", "aten::resize_as_", "aten::set_", "aten::squeeze_", "aten::unsqueeze_",
+      "aten::t_", "aten::transpose_", "aten::swapdims_", "aten::swapaxes_", "aten::as_strided_",
+      "aten::_resize_output_", "aten::resize_as_sparse_", "aten::sparse_resize_",
+      "aten::sparse_resize_and_clear_",
+  };
+  return kNames.count(schema.name()) > 0;
+}
+
 // The npu tensors of an asynchronous call, made by the host before its work
 // is queued.
 struct AllocatedOutputs {
@@ -86,6 +107,9 @@ AllocatedOutputs allocate_outputs(const c10::FunctionSchema& schema, const Outpu
             at::native::resize_output(npu_outs[k], specs[k].sizes);
             restride_like_meta(npu_outs[k], specs[k]);
           } else {
+            // Note [In-place ops keep their tensor's shape].
+            TORCH_CHECK(changes_its_own_shape(schema), "output with shape ", npu_outs[k].sizes(),
+                        " doesn't match the broadcast shape ", specs[k].sizes);
             npu_outs[k].resize_(specs[k].sizes);
           }
         }
