@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,9 @@
 #include "IValueTensors.h"
 #include "KernelArguments.h"
 #include "LaunchSite.h"
+#include "OpTranslation.h"
+#include "OutVariants.h"
+#include "OutputShapes.h"
 #include "RangeFactoryOuts.h"
 #include "SchemaAliases.h"
 #include "SynchronousExecution.h"
@@ -49,6 +54,77 @@ void restride_like_meta(const at::Tensor& out, const TensorSpec& spec) {
   }
 }
 
+// Note [In-place ops keep their tensor's shape]: an in-place op writes a
+// result of its tensor's shape, and the CPU refuses one that broadcasts to
+// another shape ("output with shape [1] doesn't match the broadcast shape
+// [2, 2]"). Some Python meta kernels (torch._refs' in-place wrappers, which
+// PyTorch registers once torch._dynamo is imported) resize the meta tensor
+// instead: resizing the npu tensor to their shape made fmod_, remainder_,
+// copysign_, hypot_, xlogy_ ... of a [1] tensor by a [2, 2] one return a
+// [2, 2] tensor of garbage. Only the ops whose purpose is a new shape may
+// take the meta kernel's.
+bool changes_its_own_shape(const c10::FunctionSchema& schema) {
+  static const std::unordered_set<std::string_view> kNames = {
+      "aten::resize_", "aten::resize_as_", "aten::set_", "aten::squeeze_", "aten::unsqueeze_",
+      "aten::t_", "aten::transpose_", "aten::swapdims_", "aten::swapaxes_", "aten::as_strided_",
+      "aten::_resize_output_", "aten::resize_as_sparse_", "aten::sparse_resize_",
+      "aten::sparse_resize_and_clear_",
+  };
+  return kNames.count(schema.name()) > 0;
+}
+
+bool is_contiguous_spec(const TensorSpec& spec) {
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(spec.sizes.size()) - 1; d >= 0; --d) {
+    if (spec.sizes[d] != 1 && spec.strides[d] != expected) {
+      return false;
+    }
+    expected *= spec.sizes[d];
+  }
+  return true;
+}
+
+// Note [A resized out takes the functional result's layout]: the CPU's
+// TensorIterator kernels (abs, exp2, log1p, ceil, sign, ... and the
+// functional ops written as their out= kernel, abs, absolute, logical_not)
+// give an out= they resize the layout of their inputs, channels_last for
+// channels_last inputs, as their functional overloads do. PyTorch's Python
+// meta kernels of those out= overloads (torch._refs' out wrapper) resize it
+// contiguous, and so did npu. The functional overload's meta kernel keeps
+// the layout: a contiguous out spec takes its strides when it is a dense
+// layout of the same sizes.
+TensorSpec layout_of_a_resized_out(const c10::OperatorHandle& op, const std::vector<IValue>& args, size_t result,
+                                   const TensorSpec& spec) {
+  if (!spec.defined || !is_contiguous_spec(spec)) {
+    return spec;
+  }
+  const std::optional<c10::OperatorHandle> functional = functional_variant(op);
+  if (!functional.has_value()) {
+    return spec;
+  }
+  const size_t num_args = functional->schema().arguments().size();
+  if (args.size() < num_args) {
+    return spec;
+  }
+  const std::vector<IValue> functional_args(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(num_args));
+  const TranslatedOp target{*functional, functional->schema(), nullptr};
+  std::shared_ptr<const OutputSpec> functional_spec;
+  try {
+    functional_spec = infer_outputs(target, functional_args);
+  } catch (const std::exception&) {
+    return spec;
+  }
+  if (functional_spec == nullptr || functional_spec->size() <= result || (*functional_spec)[result].size() != 1) {
+    return spec;
+  }
+  TensorSpec taken = (*functional_spec)[result][0];
+  if (!taken.defined || taken.sizes != spec.sizes || taken.storage_offset != 0) {
+    return spec;
+  }
+  taken.dtype = spec.dtype;
+  return taken;
+}
+
 // The npu tensors of an asynchronous call, made by the host before its work
 // is queued.
 struct AllocatedOutputs {
@@ -58,8 +134,9 @@ struct AllocatedOutputs {
 };
 
 // Outputs on npu, shaped by the meta results.
-AllocatedOutputs allocate_outputs(const c10::FunctionSchema& schema, const OutputSpec& spec,
+AllocatedOutputs allocate_outputs(const c10::OperatorHandle& op, const OutputSpec& spec,
                                   const std::vector<IValue>& args, c10::Device device) {
+  const c10::FunctionSchema& schema = op.schema();
   const auto& returns = schema.returns();
   AllocatedOutputs outputs;
   outputs.return_is_fresh.assign(returns.size(), false);
@@ -84,8 +161,11 @@ AllocatedOutputs allocate_outputs(const c10::FunctionSchema& schema, const Outpu
             // a non-empty tensor (on the host, at every call), then the
             // output takes the meta kernel's strides.
             at::native::resize_output(npu_outs[k], specs[k].sizes);
-            restride_like_meta(npu_outs[k], specs[k]);
+            restride_like_meta(npu_outs[k], layout_of_a_resized_out(op, args, i, specs[k]));
           } else {
+            // Note [In-place ops keep their tensor's shape].
+            TORCH_CHECK(changes_its_own_shape(schema), "output with shape ", npu_outs[k].sizes(),
+                        " doesn't match the broadcast shape ", specs[k].sizes);
             npu_outs[k].resize_(specs[k].sizes);
           }
         }
@@ -200,7 +280,7 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
     run_sync(plan.target, args, device, stream, stack);
     return;
   }
-  AllocatedOutputs outputs = allocate_outputs(op.schema(), *plan.outputs, args, device);
+  AllocatedOutputs outputs = allocate_outputs(op, *plan.outputs, args, device);
   launch_kernel(plan, args, outputs, device, stream);
   for (auto& r : outputs.results) {
     stack->push_back(std::move(r));

@@ -103,4 +103,30 @@ std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op) {
   return found;
 }
 
+std::optional<c10::OperatorHandle> functional_variant(const c10::OperatorHandle& out_op) {
+  static std::mutex mutex;
+  static std::unordered_map<const c10::FunctionSchema*, std::optional<c10::OperatorHandle>> cache;
+  const c10::FunctionSchema& schema = out_op.schema();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(&schema);
+  if (it != cache.end()) {
+    return it->second;
+  }
+  std::optional<c10::OperatorHandle> found;
+  const auto& index = overloads_by_name();
+  auto candidates = index.find(schema.name());
+  if (candidates != index.end()) {
+    for (const auto& name : candidates->second) {
+      auto handle = c10::Dispatcher::singleton().findOp(name);
+      if (handle.has_value() && name.overload_name != schema.overload_name() && !handle->schema().is_mutable() &&
+          returns_single_tensors(handle->schema()) && is_out_variant_of(schema, handle->schema())) {
+        found = handle;
+        break;
+      }
+    }
+  }
+  cache.emplace(&schema, found);
+  return found;
+}
+
 } // namespace torch_npu_ops

@@ -17,6 +17,10 @@ namespace torch_npu_ops {
 // kernel.
 std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op);
 
+// The reverse: the functional overload whose out= overload `out_op` is, if
+// any (abs for abs.out).
+std::optional<c10::OperatorHandle> functional_variant(const c10::OperatorHandle& out_op);
+
 // Stops out_variant from offering an out= overload for `op` (its out= kernel
 // cannot write into fixed-size device outputs).
 void deny_out_variant(const c10::OperatorHandle& op);

@@ -1,8 +1,11 @@
 // Tensor creation, storage and view kernels of npu: what core must provide so
 // that tensors can exist on npu at all. Everything numeric lives in the ops
 // package.
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
@@ -35,6 +38,25 @@ void check_sizes(c10::IntArrayRef size) {
   }
 }
 
+// Note [Deterministic mode fills new npu memory]: under
+// torch.use_deterministic_algorithms(True) with
+// torch.utils.deterministic.fill_uninitialized_memory (its default), the
+// CPU's and CUDA's empty* and resize_ fill the memory they hand out with NaN
+// (floating and complex dtypes) or the dtype's largest value, so that reading
+// it before writing it is reproducible. npu handed out whatever the caching
+// allocator's block held.
+bool fills_new_memory() {
+  const auto& context = at::globalContext();
+  return C10_UNLIKELY(context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory());
+}
+
+at::Tensor filled_if_deterministic(at::Tensor t) {
+  if (fills_new_memory()) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
+}
+
 at::Tensor empty_memory_format(
     c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
     std::optional<c10::Layout> layout, std::optional<c10::Device> device,
@@ -46,9 +68,9 @@ at::Tensor empty_memory_format(
       "npu tensors support only the strided layout, got ", *layout);
   check_sizes(size);
   const NPUGuard guard(target_device(device));
-  return at::detail::empty_generic(
+  return filled_if_deterministic(at::detail::empty_generic(
       size, NPUCachingAllocator::get(), kNPUKeys,
-      c10::dtype_or_default(dtype), memory_format);
+      c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor empty_strided(
@@ -59,8 +81,8 @@ at::Tensor empty_strided(
       !pin_memory.value_or(false), "Only CPU tensors can be pinned; npu tensors live in device memory.");
   check_sizes(size);
   const NPUGuard guard(target_device(device));
-  return at::detail::empty_strided_generic(
-      size, stride, NPUCachingAllocator::get(), kNPUKeys, c10::dtype_or_default(dtype));
+  return filled_if_deterministic(at::detail::empty_strided_generic(
+      size, stride, NPUCachingAllocator::get(), kNPUKeys, c10::dtype_or_default(dtype)));
 }
 
 const at::Tensor& resize_(
@@ -82,8 +104,13 @@ const at::Tensor& resize_(
   const size_t needed = at::detail::computeStorageNbytes(
       impl->sizes(), impl->strides(), impl->dtype().itemsize(),
       impl->storage_offset());
+  const int64_t old_nbytes = static_cast<int64_t>(impl->storage().nbytes());
   if (needed > impl->storage().nbytes()) {
     at::native::resize_bytes_nocuda(impl->storage(), c10::SymInt(static_cast<int64_t>(needed)));
+    if (fills_new_memory()) {
+      // Note [Deterministic mode fills new npu memory]: the bytes the storage grew by.
+      at::native::fill_resize_deterministic_(self, old_nbytes);
+    }
   }
   return self;
 }
