@@ -105,6 +105,14 @@ def _initialize_plugin(torch_npu: ModuleType) -> None:
     from . import _device_tables
 
     _device_tables.install()
+    # Note [Work queued before a default dtype change] (_default_dtype.py).
+    from . import _default_dtype
+
+    _default_dtype.install()
+    # Python meta kernels' out= resize warnings: the CPU kernel warns.
+    from . import _meta_warnings
+
+    _meta_warnings.install()
     # The custom ops (torch.ops.npu.npu_*), re-exported as torch_npu.npu_*.
     from . import custom
 
