@@ -235,3 +235,70 @@ def test_in_place_pairs_of_loops():
                                  "    return\n")
     assert not any(i == 1 or j == 0 for i, j in _in_place.in_place_pairs(copied, 3, 2))
 
+
+
+def _loops_of(kernel: MLIRKernel, *tensors: torch.Tensor) -> str:
+    """The affine loops the in-place analysis read when ``kernel`` compiled."""
+    seen: list[str] = []
+    analyse = _in_place.in_place_pairs
+
+    def spy(text: str, *args: int) -> frozenset[tuple[int, int]]:
+        seen.append(text)
+        return analyse(text, *args)
+
+    _in_place.in_place_pairs = spy
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", NPUKernelFallbackWarning)
+            kernel.run(*tensors)
+    finally:
+        _in_place.in_place_pairs = analyse
+    assert len(seen) == 1
+    return seen[0]
+
+
+def _top_level_loops(loops_text: str) -> int:
+    # The function body's ops are indented by four spaces.
+    return sum(1 for line in loops_text.splitlines() if line.startswith("    affine.for "))
+
+
+@needs_mlir
+def test_an_elementwise_kernel_of_several_results_is_one_loop_nest(tmp_path, monkeypatch):
+    # Note [One loop nest for an elementwise kernel's results]: Adam's update
+    # (exp_avg's new value is a result and feeds the parameter's) was one
+    # loop nest per result; the step count's arithmetic is hoisted.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # compiled here, not loaded
+    program = _program(
+        "v0 = torch.ops.aten.lerp.Scalar(in1, in2, 0.1)",          # exp_avg
+        "v1 = torch.ops.aten.add.Tensor(in3, 1.0)",                # step + 1
+        "v2 = torch.ops.aten.pow.Scalar(0.9, v1)",
+        "v3 = torch.ops.aten.rsub.Scalar(v2, 1.0)",
+        "v4 = torch.ops.aten.div.Tensor(v0, v3)",
+        "v5 = torch.ops.aten.sub.Tensor(in0, v4, alpha=0.01)",     # parameter
+        "return (v0, v5)", inputs=4)
+    kernel = MLIRKernel("mlir_fused_test_adam_like_0", program, 4, 2, 0)
+    torch.manual_seed(0)
+    p, m, g = (torch.randn(1000, device="npu") for _ in range(3))
+    step = torch.tensor(3.0, device="npu")
+    m_new, p_new = torch.empty_like(m), torch.empty_like(p)
+    loops = _loops_of(kernel, p, m, g, step, m_new, p_new)
+    assert _top_level_loops(loops) == 1, loops
+    expected_m = torch.lerp(m.cpu(), g.cpu(), 0.1)
+    expected_p = p.cpu() - 0.01 * expected_m / (1 - 0.9 ** (step.cpu() + 1))
+    torch.testing.assert_close(m_new.cpu(), expected_m)
+    torch.testing.assert_close(p_new.cpu(), expected_p)
+
+
+@needs_mlir
+def test_a_reducing_kernel_keeps_its_loop_nests(tmp_path, monkeypatch):
+    # The passes' dependence analysis takes distinct memrefs for distinct
+    # buffers, which a reduction's views of its accumulator are not: with
+    # them, softmax gave wrong results.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    program = _program("v0 = torch.ops.aten._softmax.default(in0, 1, False)", "return (v0,)")
+    kernel = MLIRKernel("mlir_fused_test_softmax_rows_0", program, 1, 1, 0)
+    x = torch.randn(4, 8, device="npu")
+    out = torch.empty_like(x)
+    loops = _loops_of(kernel, x, out)
+    assert _top_level_loops(loops) > 1
+    torch.testing.assert_close(out.cpu(), torch.softmax(x.cpu(), 1))

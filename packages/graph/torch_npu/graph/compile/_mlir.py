@@ -48,7 +48,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import _bitcasts, _byte_bools, _in_place, _runtime, _strided_access
+from . import _bitcasts, _byte_bools, _in_place, _loop_nests, _runtime, _strided_access
 from ._distinct_results import copy_repeated_results
 from ._double_to_half import narrow_double_through_float
 from ._lanes import LANES
@@ -78,7 +78,7 @@ PIPELINE_FROM_LOOPS = (
     "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-arith-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
 )
-PIPELINE = (f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} "  # for the cache key
+PIPELINE = (f"{PIPELINE_FUSION} copy-repeated-results-1 {PIPELINE_TO_LOOPS} {_loop_nests.CACHE_KEY} "  # the cache key
             f"bool-buffers-as-bytes strided-accesses-scalar-1 {PIPELINE_FROM_LOOPS}")
 # Rewrites of the imported module before PIPELINE, and of the programs'
 # source (Note [Innermost reductions in lanes]) and of its arguments (Note
@@ -221,7 +221,11 @@ def _lower(module_fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
             PassManager.parse(PIPELINE_FUSION).run(module.operation)
             # Note [Results that fold into one]
             copy_repeated_results(module)
+            elementwise = _loop_nests.is_elementwise(str(module))
             PassManager.parse(PIPELINE_TO_LOOPS).run(module.operation)
+            # Note [One loop nest for an elementwise kernel's results]
+            if elementwise and _loop_nests.accesses_whole_buffers(str(module)):
+                PassManager.parse(_loop_nests.PIPELINE).run(module.operation)
             # Note [Bool buffers of a kernel in bytes]
             module = _byte_bools.rewrite(module)
             # Note [Strided accesses are not vectorised]
