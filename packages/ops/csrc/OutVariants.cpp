@@ -54,6 +54,26 @@ std::mutex g_cache_mutex;
 // the process, like the schemas they point to.
 std::unordered_map<const c10::FunctionSchema*, std::optional<c10::OperatorHandle>> g_cache;
 
+// The first other overload of `schema`'s op that `accepts`.
+template <typename Accepts>
+std::optional<c10::OperatorHandle> other_overload(const c10::FunctionSchema& schema, const Accepts& accepts) {
+  const auto& index = overloads_by_name();
+  auto candidates = index.find(schema.name());
+  if (candidates == index.end()) {
+    return std::nullopt;
+  }
+  for (const auto& name : candidates->second) {
+    if (name.overload_name == schema.overload_name()) {
+      continue;
+    }
+    auto handle = c10::Dispatcher::singleton().findOp(name);
+    if (handle.has_value() && accepts(*handle)) {
+      return handle;
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 void ResizedOutputWatch::process(const c10::Warning& warning) {
@@ -79,25 +99,13 @@ std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op) {
   }
   std::optional<c10::OperatorHandle> found;
   if (!schema.is_mutable() && returns_single_tensors(schema)) {
-    const auto& index = overloads_by_name();
-    auto candidates = index.find(schema.name());
-    if (candidates != index.end()) {
-      for (const auto& name : candidates->second) {
-        if (name.overload_name == schema.overload_name()) {
-          continue;
-        }
-        auto handle = c10::Dispatcher::singleton().findOp(name);
-        // Only an out= kernel of the CPU's own writes into its argument. One
-        // that exists only as a composite kernel is mostly PyTorch's
-        // generated "run the functional op, copy into out" (convolution.out):
-        // the executor's own copy of the functional result is faster.
-        if (handle.has_value() && is_out_variant_of(handle->schema(), schema) &&
-            handle->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
-          found = handle;
-          break;
-        }
-      }
-    }
+    // Only an out= kernel of the CPU's own writes into its argument. One
+    // that exists only as a composite kernel is mostly PyTorch's generated
+    // "run the functional op, copy into out" (convolution.out): the
+    // executor's own copy of the functional result is faster.
+    found = other_overload(schema, [&](const c10::OperatorHandle& handle) {
+      return is_out_variant_of(handle.schema(), schema) && handle.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+    });
   }
   g_cache.emplace(&schema, found);
   return found;
@@ -112,19 +120,10 @@ std::optional<c10::OperatorHandle> functional_variant(const c10::OperatorHandle&
   if (it != cache.end()) {
     return it->second;
   }
-  std::optional<c10::OperatorHandle> found;
-  const auto& index = overloads_by_name();
-  auto candidates = index.find(schema.name());
-  if (candidates != index.end()) {
-    for (const auto& name : candidates->second) {
-      auto handle = c10::Dispatcher::singleton().findOp(name);
-      if (handle.has_value() && name.overload_name != schema.overload_name() && !handle->schema().is_mutable() &&
-          returns_single_tensors(handle->schema()) && is_out_variant_of(schema, handle->schema())) {
-        found = handle;
-        break;
-      }
-    }
-  }
+  const std::optional<c10::OperatorHandle> found = other_overload(schema, [&](const c10::OperatorHandle& handle) {
+    return !handle.schema().is_mutable() && returns_single_tensors(handle.schema()) &&
+        is_out_variant_of(schema, handle.schema());
+  });
   cache.emplace(&schema, found);
   return found;
 }
