@@ -42,7 +42,7 @@ namespace npu_sim {
 // copied the 256 MiB in 27.6 ms, and missed its bandwidth target. Two
 // changes brought the copies to 24.5 ms (64 MiB: 8.3 -> 6.1 ms; a
 // throwaway two-process benchmark over memfd mappings, as the ranks read):
-//  - the copy streams kStreams pages at once, a line of each in turn: the
+//  - the copy streams four pages at once, a line of each in turn: the
 //    CPU's prefetchers follow a stream only within a 4 KiB page, so one
 //    sequential stream stalls at every page boundary while four keep four
 //    pages in flight (two pages: 27.7 ms; eight: no better than four;
@@ -53,11 +53,21 @@ namespace npu_sim {
 // The AVX-512 code runs where the CPU and the kernel support it and
 // ATEN_CPU_CAPABILITY does not cap the vector width (Config::wide_vectors);
 // elsewhere the same order with SSE2 stores, which every x86-64 has.
+//
+// Note [Page streams follow the CPU]
+// The four pages at once were measured on an Intel VM. On the AMD EPYC VM
+// (Zen, 32 MiB L3) the same code ran slower than one sequential stream:
+// a throwaway one-thread benchmark over shared anonymous memory (the
+// device heap's kind), 128 MiB, minimum of 8 (2 CPUs, loaded): a copy 14.0
+// ms with four pages, 8.6 with one page (glibc's memcpy 18.6); a 2-input
+// float32 sum 27.9 against 19.0 ms; at 64 MiB the same order in three
+// runs. AMD's prefetchers follow a stream across pages. So streamedPages()
+// is 1 on AMD CPUs and 4 elsewhere; both orders write the same bytes, and
+// NPU_SIM_STREAM_PAGES sets it (tests take both orders on any CPU).
 namespace {
 
 #if defined(__x86_64__)
 constexpr size_t kLine = kCacheLine;
-constexpr size_t kStreamGroup = kStreams * kStreamPage;
 
 // Copies `lines` whole lines from `s` to the line-aligned `d`, the 64
 // bytes of each with one non-temporal store.
@@ -68,14 +78,14 @@ __attribute__((target("avx512f"))) void streamLinesAvx512(char* d, const char* s
   }
 }
 
-// The body of a copy, kStreamGroup bytes at a time: line k of each of the
-// group's kStreams pages in turn, then line k + 1, so that every page is
-// read and written as its own sequential stream.
+// The body of a copy, `group` (streamedPages() pages) bytes at a time:
+// line k of each of the group's pages in turn, then line k + 1, so that
+// every page is read and written as its own sequential stream.
 __attribute__((target("avx512f"))) void streamGroupsAvx512(char* d, const char* s,
-                                                           size_t groups) {
-  for (size_t g = 0; g < groups; ++g, d += kStreamGroup, s += kStreamGroup) {
+                                                           size_t groups, size_t group) {
+  for (size_t g = 0; g < groups; ++g, d += group, s += group) {
     for (size_t line = 0; line < kStreamPage; line += kLine) {
-      for (size_t page = 0; page < kStreamGroup; page += kStreamPage) {
+      for (size_t page = 0; page < group; page += kStreamPage) {
         _mm512_stream_si512(reinterpret_cast<__m512i*>(d + page + line),
                             _mm512_loadu_si512(s + page + line));
       }
@@ -92,10 +102,10 @@ void streamLinesSse2(char* d, const char* s, size_t lines) {
   }
 }
 
-void streamGroupsSse2(char* d, const char* s, size_t groups) {
-  for (size_t g = 0; g < groups; ++g, d += kStreamGroup, s += kStreamGroup) {
+void streamGroupsSse2(char* d, const char* s, size_t groups, size_t group) {
+  for (size_t g = 0; g < groups; ++g, d += group, s += group) {
     for (size_t line = 0; line < kStreamPage; line += kLine) {
-      for (size_t page = 0; page < kStreamGroup; page += kStreamPage) {
+      for (size_t page = 0; page < group; page += kStreamPage) {
         streamLinesSse2(d + page + line, s + page + line, 1);
       }
     }
@@ -105,6 +115,22 @@ void streamGroupsSse2(char* d, const char* s, size_t groups) {
 #endif
 
 } // namespace
+
+size_t streamedPages() {
+#if defined(__x86_64__)
+  // Note [Page streams follow the CPU].
+  static const size_t pages = [] {
+    if (config().stream_pages != 0) {
+      return size_t{config().stream_pages};
+    }
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") ? size_t{1} : size_t{4};
+  }();
+  return pages;
+#else
+  return 1;
+#endif
+}
 
 #if defined(__x86_64__)
 bool useAvx512() {
@@ -133,15 +159,16 @@ void copyBypassingCache(void* dst, const void* src, size_t bytes) {
   d += head;
   s += head;
   bytes -= head;
-  const size_t groups = bytes / kStreamGroup;
-  const size_t lines = bytes % kStreamGroup / kLine;
-  const size_t body = groups * kStreamGroup + lines * kLine;
+  const size_t group = streamedPages() * kStreamPage;
+  const size_t groups = bytes / group;
+  const size_t lines = bytes % group / kLine;
+  const size_t body = groups * group + lines * kLine;
   if (useAvx512()) {
-    streamGroupsAvx512(d, s, groups);
-    streamLinesAvx512(d + groups * kStreamGroup, s + groups * kStreamGroup, lines);
+    streamGroupsAvx512(d, s, groups, group);
+    streamLinesAvx512(d + groups * group, s + groups * group, lines);
   } else {
-    streamGroupsSse2(d, s, groups);
-    streamLinesSse2(d + groups * kStreamGroup, s + groups * kStreamGroup, lines);
+    streamGroupsSse2(d, s, groups, group);
+    streamLinesSse2(d + groups * group, s + groups * group, lines);
   }
   // Non-temporal stores are not ordered with later stores: fence them
   // before anything (a meeting) tells a peer that the output is written.

@@ -11,11 +11,11 @@ namespace npu_sim {
 constexpr size_t kBypassCacheBytes = 16 << 20;
 
 // A copy around the cache goes a line (kCacheLine, util.h) at a time,
-// kStreams pages of the source (and of the destination) at once (Note [Bulk
-// copies bypass the cache]); so does a reduction (Note [Bulk reductions
-// bypass the cache], bulk_reduce.cpp).
+// streamedPages() pages of the source (and of the destination) at once,
+// a line of each in turn (Note [Bulk copies bypass the cache]); so does a
+// reduction (Note [Bulk reductions bypass the cache], bulk_reduce.cpp).
 constexpr size_t kStreamPage = 4096;
-constexpr size_t kStreams = 4;
+size_t streamedPages();
 
 // memcpy(dst, src, bytes) for ranges that do not overlap, writing `dst`
 // with non-temporal stores; the stores are fenced before it returns, so a

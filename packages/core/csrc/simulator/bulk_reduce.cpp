@@ -7,16 +7,9 @@
 
 #include "bulk_copy.h"
 #include "collective_reduce.h"
+#include "reduce_lanes.h"
 #include "util.h"
 
-#if defined(__x86_64__)
-// GCC 12 warns inside its own AVX-512 intrinsics, whose unmasked forms
-// pass an undefined vector (_mm512_undefined_*) as the masked-off source.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#endif
 
 namespace npu_sim {
 
@@ -43,183 +36,71 @@ namespace npu_sim {
 // The pass has AVX-512 only (useAvx512(), bulk_copy.h), and covers the
 // types and ops whose vector instructions give, lane for lane, the bits of
 // the scalar reduction (collective_reduce.cpp), combining in rank order as
-// it does: 32- and 64-bit floats and integers, every op but 64-bit integer
-// products (AVX-512DQ). 8- and 16-bit types (16-bit floats round to their
-// type at every step), those products, CPUs or settings without AVX-512,
-// and peers read across memory rather than through a mapping reduce as
-// usual, into the same bits.
+// it does (reduce_lanes.h): 16-, 32- and 64-bit floats and 32- and 64-bit
+// integers, every op but 64-bit integer products (AVX-512DQ). 8- and
+// 16-bit integers, those products, CPUs or settings without AVX-512, and
+// peers read across memory rather than through a mapping reduce as usual,
+// into the same bits.
 namespace {
 
 #if defined(__x86_64__)
-constexpr size_t kStreamGroup = kStreams * kStreamPage;
-
-// The lane-wise operations, as (accumulated x, next input y): each gives
-// the bits the scalar reduction (collective_reduce.cpp) gives for every
-// lane. Integer sums and products wrap there as here. Where both x and y
-// are NaNs, x86 returns the NaN of an instruction's first source, and GCC
-// compiles the scalar x + y and x * y with y first: so y is first here
-// too, pinned in assembly (a test compares the bits of both paths on
-// random bits, NaNs included, and would see the compiler change that).
-// std::max(x, y) is `x < y ? y : x` and vmaxps(a, b) is `a > b ? a : b`:
-// so max(x, y) is vmaxps(y, x), which returns x for a NaN on either side as
-// std::max does, and x for zeros of either sign; likewise for min.
-#define NPU_SIM_AVX512 __attribute__((target("avx512f"), always_inline)) static inline
-
-// `a (op) b` with `a` as the instruction's first source, whose NaN it
-// returns when both are NaNs. Written out because the compiler takes
-// vaddps and vmulps for commutative and swaps their intrinsics' operands.
-struct Vaddps {
-  NPU_SIM_AVX512 __m512i run(__m512i a, __m512i b) {
-    __m512i r;
-    asm("vaddps %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
-    return r;
-  }
-};
-struct Vmulps {
-  NPU_SIM_AVX512 __m512i run(__m512i a, __m512i b) {
-    __m512i r;
-    asm("vmulps %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
-    return r;
-  }
-};
-struct Vaddpd {
-  NPU_SIM_AVX512 __m512i run(__m512i a, __m512i b) {
-    __m512i r;
-    asm("vaddpd %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
-    return r;
-  }
-};
-struct Vmulpd {
-  NPU_SIM_AVX512 __m512i run(__m512i a, __m512i b) {
-    __m512i r;
-    asm("vmulpd %[b], %[a], %[r]" : [r] "=v"(r) : [a] "v"(a), [b] "v"(b));
-    return r;
-  }
-};
-template <typename Instruction>
-NPU_SIM_AVX512 __m512i firstSource(__m512i a, __m512i b) {
-  return Instruction::run(a, b);
-}
-
-struct SumF32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return firstSource<Vaddps>(y, x);
-  }
-};
-struct ProdF32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return firstSource<Vmulps>(y, x);
-  }
-};
-struct MaxF32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return _mm512_castps_si512(_mm512_max_ps(_mm512_castsi512_ps(y), _mm512_castsi512_ps(x)));
-  }
-};
-struct MinF32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return _mm512_castps_si512(_mm512_min_ps(_mm512_castsi512_ps(y), _mm512_castsi512_ps(x)));
-  }
-};
-struct SumF64 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return firstSource<Vaddpd>(y, x);
-  }
-};
-struct ProdF64 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return firstSource<Vmulpd>(y, x);
-  }
-};
-struct MaxF64 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return _mm512_castpd_si512(_mm512_max_pd(_mm512_castsi512_pd(y), _mm512_castsi512_pd(x)));
-  }
-};
-struct MinF64 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) {
-    return _mm512_castpd_si512(_mm512_min_pd(_mm512_castsi512_pd(y), _mm512_castsi512_pd(x)));
-  }
-};
-struct SumI32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_add_epi32(x, y); }
-};
-struct ProdI32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_mullo_epi32(x, y); }
-};
-struct MaxI32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_max_epi32(x, y); }
-};
-struct MinI32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_min_epi32(x, y); }
-};
-struct MaxU32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_max_epu32(x, y); }
-};
-struct MinU32 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_min_epu32(x, y); }
-};
-struct SumI64 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_add_epi64(x, y); }
-};
-struct MaxI64 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_max_epi64(x, y); }
-};
-struct MinI64 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_min_epi64(x, y); }
-};
-struct MaxU64 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_max_epu64(x, y); }
-};
-struct MinU64 {
-  NPU_SIM_AVX512 __m512i apply(__m512i x, __m512i y) { return _mm512_min_epu64(x, y); }
-};
-#undef NPU_SIM_AVX512
+using namespace lanes;
 
 // The line at byte `at` of every input, combined in input order, into
-// `out + at` with one non-temporal store. Two inputs, the common case, go
-// without the loop.
+// `out[o] + at` for every output with one non-temporal store each. Two
+// inputs, the common case, go without the loop.
 template <typename Op>
 __attribute__((target("avx512f"), always_inline)) inline void reduceLine(
-    char* out, const char* const* in, size_t n, size_t at) {
+    char* const* out, size_t n_out, const char* const* in, size_t n, size_t at) {
   __m512i acc = Op::apply(_mm512_loadu_si512(in[0] + at), _mm512_loadu_si512(in[1] + at));
   for (size_t r = 2; r < n; ++r) {
     acc = Op::apply(acc, _mm512_loadu_si512(in[r] + at));
   }
-  _mm512_stream_si512(reinterpret_cast<__m512i*>(out + at), acc);
+  for (size_t o = 0; o < n_out; ++o) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(out[o] + at), acc);
+  }
 }
 
-// `bytes` (whole lines; `out` line-aligned) from byte 0 of every input: the
-// body kStreams pages at a time, a line of each in turn, as copies go
-// (Note [Bulk copies bypass the cache]), then the lines after the last
-// such group one by one.
+// `bytes` (whole lines; every output line-aligned) from byte 0 of every
+// input: the body streamedPages() pages at a time, a line of each in turn,
+// as copies go (Note [Bulk copies bypass the cache], Note [Page streams
+// follow the CPU]), then the lines after the last such group one by one.
 template <typename Op>
-__attribute__((target("avx512f"))) void reduceLines(char* out, const char* const* in, size_t n,
+__attribute__((target("avx512f"))) void reduceLines(char* const* out, size_t n_out,
+                                                    const char* const* in, size_t n,
                                                     size_t bytes) {
+  const size_t group_bytes = streamedPages() * kStreamPage;
   size_t group = 0;
-  for (; group + kStreamGroup <= bytes; group += kStreamGroup) {
+  for (; group + group_bytes <= bytes; group += group_bytes) {
     for (size_t line = 0; line < kStreamPage; line += kCacheLine) {
-      for (size_t page = 0; page < kStreamGroup; page += kStreamPage) {
-        reduceLine<Op>(out, in, n, group + page + line);
+      for (size_t page = 0; page < group_bytes; page += kStreamPage) {
+        reduceLine<Op>(out, n_out, in, n, group + page + line);
       }
     }
   }
   for (size_t at = group; at < bytes; at += kCacheLine) {
-    reduceLine<Op>(out, in, n, at);
+    reduceLine<Op>(out, n_out, in, n, at);
   }
 }
 
-using LinesFn = void (*)(char*, const char* const*, size_t, size_t);
+using LinesFn = void (*)(char* const*, size_t, const char* const*, size_t, size_t);
 
-// The pass for `type` and `op`, or null: 8- and 16-bit elements (16-bit
-// floats round at every step) and 64-bit integer products (AVX-512DQ)
-// reduce as usual.
+// The pass for `type` and `op`, or null: 8- and 16-bit integers and 64-bit
+// integer products (AVX-512DQ) reduce as usual.
 LinesFn linesFor(HcclDataType type, HcclReduceOp op) {
   const bool sum = op == HCCL_REDUCE_SUM;
   const bool prod = op == HCCL_REDUCE_PROD;
   const bool max = op == HCCL_REDUCE_MAX;
   const bool min = op == HCCL_REDUCE_MIN;
   switch (type) {
+    case HCCL_DATA_TYPE_FP16:
+      return sum ? reduceLines<Rounded<SumF32, Fp16>> : prod ? reduceLines<Rounded<ProdF32, Fp16>>
+          : max ? reduceLines<Rounded<MaxF32, Fp16>> : min ? reduceLines<Rounded<MinF32, Fp16>>
+          : nullptr;
+    case HCCL_DATA_TYPE_BFP16:
+      return sum ? reduceLines<Rounded<SumF32, Bf16>> : prod ? reduceLines<Rounded<ProdF32, Bf16>>
+          : max ? reduceLines<Rounded<MaxF32, Bf16>> : min ? reduceLines<Rounded<MinF32, Bf16>>
+          : nullptr;
     case HCCL_DATA_TYPE_FP32:
       return sum ? reduceLines<SumF32> : prod ? reduceLines<ProdF32>
           : max ? reduceLines<MaxF32> : min ? reduceLines<MinF32> : nullptr;
@@ -244,29 +125,50 @@ LinesFn linesFor(HcclDataType type, HcclReduceOp op) {
 }
 
 // The scalar reduction of `count` elements at element `at` of every input
-// into `out + at`, through a buffer: `out` may be any one input.
-void reduceSmall(char* out, const char* const* in, size_t n, size_t at, size_t count,
-                 size_t esize, HcclDataType type, HcclReduceOp op) {
+// into `out[o] + at` for every output, through a buffer: an output may be
+// any one input.
+void reduceSmall(char* const* out, size_t n_out, const char* const* in, size_t n, size_t at,
+                 size_t count, size_t esize, HcclDataType type, HcclReduceOp op) {
   alignas(kCacheLine) char acc[kCacheLine];
   reduceTo(acc, in[0] + at * esize, in[1] + at * esize, count, type, op);
   for (size_t r = 2; r < n; ++r) {
     reduceInto(acc, in[r] + at * esize, count, type, op);
   }
-  std::memcpy(out + at * esize, acc, count * esize);
+  for (size_t o = 0; o < n_out; ++o) {
+    std::memcpy(out[o] + at * esize, acc, count * esize);
+  }
 }
 #endif
 
 } // namespace
 
-bool reduceBypassingCache(void* out_raw, const char* const* inputs, size_t n, size_t count,
+bool reduceBypassingCache(void* out, const char* const* inputs, size_t n, size_t count,
                           HcclDataType type, HcclReduceOp op) {
+  return reduceToEachBypassingCache(&out, 1, inputs, n, count, type, op);
+}
+
+bool reduceToEachBypassingCache(void* const* outputs, size_t n_out, const char* const* inputs,
+                                size_t n, size_t count, HcclDataType type, HcclReduceOp op) {
 #if defined(__x86_64__)
   const size_t esize = hcclElementSize(type);
   const LinesFn lines = useAvx512() ? linesFor(type, op) : nullptr;
-  auto* out = static_cast<char*>(out_raw);
-  const size_t head_bytes = (kCacheLine - reinterpret_cast<uintptr_t>(out) % kCacheLine) %
-      kCacheLine;
-  if (lines == nullptr || n < 2 || head_bytes % esize != 0 || count * esize < kStreamGroup) {
+  if (lines == nullptr || n < 2 || n_out < 1 || count * esize < kStreamPage) {
+    return false;
+  }
+  // Every output's lines start at the same element: the stores of a line
+  // go to all outputs at once.
+  const auto misalignment = [](const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % kCacheLine;
+  };
+  std::vector<char*> out(n_out);
+  for (size_t o = 0; o < n_out; ++o) {
+    out[o] = static_cast<char*>(outputs[o]);
+    if (misalignment(out[o]) != misalignment(out[0])) {
+      return false;
+    }
+  }
+  const size_t head_bytes = (kCacheLine - misalignment(out[0])) % kCacheLine;
+  if (head_bytes % esize != 0) {
     return false;
   }
   // Whole output lines in one pass; the elements before the first one and
@@ -278,15 +180,20 @@ bool reduceBypassingCache(void* out_raw, const char* const* inputs, size_t n, si
   for (size_t r = 0; r < n; ++r) {
     body_inputs[r] = inputs[r] + head_bytes;
   }
-  if (head > 0) {
-    reduceSmall(out, inputs, n, 0, head, esize, type, op);
+  std::vector<char*> body_out(n_out);
+  for (size_t o = 0; o < n_out; ++o) {
+    body_out[o] = out[o] + head_bytes;
   }
-  lines(out + head_bytes, body_inputs.data(), n, body);
+  if (head > 0) {
+    reduceSmall(out.data(), n_out, inputs, n, 0, head, esize, type, op);
+  }
+  lines(body_out.data(), n_out, body_inputs.data(), n, body);
   // Non-temporal stores are not ordered with later stores: fence them
   // before anything (a meeting) tells a peer that the output is written.
   _mm_sfence();
   for (size_t at = tail; at < count; at += kCacheLine / esize) {
-    reduceSmall(out, inputs, n, at, std::min(kCacheLine / esize, count - at), esize, type, op);
+    reduceSmall(out.data(), n_out, inputs, n, at, std::min(kCacheLine / esize, count - at),
+                esize, type, op);
   }
   return true;
 #endif

@@ -18,4 +18,11 @@ namespace npu_sim {
 bool reduceBypassingCache(void* out, const char* const* inputs, size_t n, size_t count,
                           HcclDataType type, HcclReduceOp op);
 
+// The same reduction written to each of `n_out` outputs (n_out >= 1), which
+// may each be one of the inputs exactly and must not overlap the inputs or
+// each other otherwise. Also false where the outputs' addresses differ
+// modulo a cache line.
+bool reduceToEachBypassingCache(void* const* outputs, size_t n_out, const char* const* inputs,
+                                size_t n, size_t count, HcclDataType type, HcclReduceOp op);
+
 } // namespace npu_sim

@@ -1025,8 +1025,8 @@ HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
 // rank copying it out again. Two ways, best first (Transport):
 //  - mapped: when a rank's device heap is its memfd mapped MAP_SHARED
 //    (Note [Device heap kind], config.cpp: the ranks of a multi-process
-//    job, or the checker), each peer maps that whole memfd read-only when
-//    the communicator is made (PeerMapping: the peer's descriptor through
+//    job, or the checker), each peer maps that whole memfd when the
+//    communicator is made (PeerMapping: the peer's descriptor through
 //    pidfd_getfd) and reads the rank's buffers through it, with memcpy and
 //    the reduction code straight on the mapped pages (no kernel call per
 //    read, and reductions take their operands where they are instead of
@@ -1044,7 +1044,10 @@ HcclResult Communicator::inChunks(size_t count, size_t chunk, std::string* why,
 // buffers next to its descriptor (RankState::buffers, by parity as
 // `posted`), meets once, checks that every rank runs the same collective
 // (Note [Collective descriptors]) and that no rank has failed, and only
-// then reads. All-reduce is a reduce-scatter then an all-gather: rank r
+// then reads. Through mappings, an all-reduce is one pass in which each
+// rank also writes its result into the peers' outputs (Note [All-reduce
+// writes every rank's share]); otherwise it is a reduce-scatter then an
+// all-gather: rank r
 // combines its r-th share of the elements, reading every rank's input of
 // that share in rank order into cache-sized chunks (kReduceChunkBytes), so
 // the result is bit-identical to the staging path's; the ranks meet; each
@@ -1197,6 +1200,31 @@ const char* Communicator::peerView(uint32_t r, uintptr_t remote, size_t bytes) c
     return nullptr;
   }
   return heap.data() + offset;
+}
+
+char* Communicator::peerOutput(uint32_t r, uintptr_t remote, size_t bytes) {
+  if (peerView(r, remote, bytes) == nullptr) {
+    return nullptr;
+  }
+  return peer_heaps_[r].data() + (remote - peer_heap_addresses_[r]);
+}
+
+bool Communicator::buffersInMappedHeaps(size_t bytes) const {
+  if (transport_ != Transport::kMapped) {
+    return false;
+  }
+  for (uint32_t r = 0; r < size_; ++r) {
+    const RankState& state = region_->rank[r];
+    const uint64_t base = state.heap_address.load();
+    const uint64_t size = state.heap_bytes.load();
+    for (const uintptr_t buffer : {peerSend(r), peerRecv(r)}) {
+      const uint64_t offset = buffer - base; // wraps below the heap
+      if (buffer == 0 || offset >= size || bytes > size - offset) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 uintptr_t Communicator::peerSend(uint32_t r) const {
@@ -1429,6 +1457,14 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
   }
   auto share = [&](uint32_t r) { return std::pair<size_t, size_t>{count * r / size_,
                                                                    count * (r + 1) / size_}; };
+  if (buffersInMappedHeaps(count * esize)) {
+    // Note [All-reduce writes every rank's share].
+    const auto [lo, hi] = share(rank_);
+    if (HcclResult e = reduceShareToEveryRank(lo, hi, type, op, why); e != HCCL_SUCCESS) {
+      return e;
+    }
+    return finish();
+  }
   // Reduce-scatter: this rank's share, from every rank's input; a large
   // share in one pass, as a reduce-scatter's piece (Note [All-reduce shares
   // reduce in one pass]).
@@ -1460,6 +1496,66 @@ HcclResult Communicator::allReduceDirect(const char* send, char* recv, size_t co
     }
   }
   return finish();
+}
+
+// Note [All-reduce writes every rank's share]
+// When every rank's buffers of a direct all-reduce lie in device heaps
+// mapped by all (Note [Direct collectives]: the mapped transport, and no
+// output collected apart), rank r combines its share r of every rank's
+// input, in rank order, and writes the result into share r of every rank's
+// output itself, through writable mappings of the peers' heaps, as real
+// HCCL writes into its peers' IPC buffers. Nobody else reads or writes
+// share r of any buffer meanwhile (an in-place peer's share r of input is
+// read by rank r alone, before rank r writes it), so the two meetings that
+// open and close every direct collective are all it needs: the
+// reduce-scatter and all-gather of the other path need one more between
+// them, and the all-gather reads the reduced shares back from memory. Per
+// rank a pass reads the input's size and writes the output's (n_out
+// stores per combined line, Note [Bulk reductions bypass the cache]); the
+// other path reads (2n - 1) / n of the size and writes it once. The bits
+// are the same, from the same reduction in the same order. Where the
+// one-pass kernel does not apply (8- and 16-bit types, 64-bit integer
+// products, outputs of different alignment, small shares) the share is
+// reduced into this rank's output as before and copied to the peers'.
+HcclResult Communicator::reduceShareToEveryRank(size_t lo, size_t hi, HcclDataType type,
+                                                HcclReduceOp op, std::string* why) {
+  const size_t esize = hcclElementSize(type);
+  const size_t bytes = (hi - lo) * esize;
+  if (bytes == 0) {
+    return HCCL_SUCCESS;
+  }
+  std::vector<uintptr_t> inputs(size_);
+  std::vector<const char*> views(size_);
+  std::vector<void*> outputs(size_);
+  for (uint32_t r = 0; r < size_; ++r) {
+    inputs[r] = peerSend(r) + lo * esize;
+    const uintptr_t output = peerRecv(r) + lo * esize;
+    if (r == rank_) {
+      views[r] = reinterpret_cast<const char*>(inputs[r]);
+      outputs[r] = reinterpret_cast<void*>(output);
+    } else {
+      views[r] = peerView(r, inputs[r], bytes);
+      outputs[r] = peerOutput(r, output, bytes);
+    }
+  }
+  // This rank's output first: the fallback below reduces into it.
+  std::swap(outputs[0], outputs[rank_]);
+  if (bytes >= kBypassCacheBytes && size_ > 1 &&
+      reduceToEachBypassingCache(outputs.data(), size_, views.data(), size_, hi - lo, type, op)) {
+    return HCCL_SUCCESS;
+  }
+  char* const own = static_cast<char*>(outputs[0]);
+  if (HcclResult e = reduceFrom(inputs, own, hi - lo, type, op, why); e != HCCL_SUCCESS) {
+    return e;
+  }
+  for (uint32_t r = 1; r < size_; ++r) {
+    if (bytes >= kBypassCacheBytes) {
+      copyBypassingCache(outputs[r], own, bytes);
+    } else {
+      std::memcpy(outputs[r], own, bytes);
+    }
+  }
+  return HCCL_SUCCESS;
 }
 
 HcclResult Communicator::allReduce(const void* send, void* recv, size_t count, HcclDataType type,

@@ -267,6 +267,12 @@ class Communicator {
   // through the mapping of r's device heap; null when it is not inside
   // that heap (another kind of memory) or there is no mapping.
   const char* peerView(uint32_t r, uintptr_t remote, size_t bytes) const;
+  // The same view, writable (Note [All-reduce writes every rank's share]).
+  char* peerOutput(uint32_t r, uintptr_t remote, size_t bytes);
+  // Whether every rank's send and receive buffers of the current
+  // collective (`bytes` each) lie in device heaps mapped here: decided
+  // from what the ranks published, so every rank decides alike.
+  bool buffersInMappedHeaps(size_t bytes) const;
   // Publishes this rank's buffers of the current collective for its peers
   // (host addresses; either may be null).
   void publishBuffers(const void* send, const void* recv);
@@ -297,6 +303,11 @@ class Communicator {
   HcclResult allReduceDirect(const char* send, char* recv, size_t count, HcclDataType type,
                              HcclReduceOp op, int64_t root, const CollectiveDescriptor& what,
                              std::string* why);
+  // This rank's share [lo, hi) of an all-reduce, combined from every
+  // rank's input and written to every rank's output (Note [All-reduce
+  // writes every rank's share]).
+  HcclResult reduceShareToEveryRank(size_t lo, size_t hi, HcclDataType type, HcclReduceOp op,
+                                    std::string* why);
   // Runs `run` (a collective of sockets_) on a usable communicator; a
   // failure aborts the communicator.
   template <typename Run>

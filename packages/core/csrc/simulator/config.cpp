@@ -244,6 +244,25 @@ bool readWideVectors() {
   return !equalsIgnoreCase(v, "default") && !equalsIgnoreCase(v, "avx2");
 }
 
+// NPU_SIM_STREAM_PAGES (Note [Page streams follow the CPU], bulk_copy.cpp):
+// 0 when unset or invalid, which leaves the choice to the CPU.
+uint32_t readStreamPages() {
+  const char* text = env("NPU_SIM_STREAM_PAGES");
+  if (text == nullptr) {
+    return 0;
+  }
+  char* end = nullptr;
+  const long pages = std::strtol(text, &end, 10);
+  if (end == text || !trim(end).empty() || pages < 1 || pages > 8) {
+    std::fprintf(stderr,
+                 "[npu_sim] NPU_SIM_STREAM_PAGES='%s' is invalid: expected an integer from 1 to "
+                 "8; the CPU decides.\n",
+                 text);
+    return 0;
+  }
+  return static_cast<uint32_t>(pages);
+}
+
 std::string compactBytes(uint64_t bytes) {
   std::string s = formatBytes(bytes);
   s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
@@ -262,6 +281,7 @@ Config load() {
   c.heap_kind_fixed = c.checker || named_heap.has_value();
   c.race_check = readSwitch("NPU_SIM_RACE_CHECK", "stream race detector");
   c.wide_vectors = readWideVectors();
+  c.stream_pages = readStreamPages();
   c.cann_version = readCannVersion();
   const char* soc = env("NPU_SIM_SOC_NAME");
   c.soc_name = std::string(soc && !trim(soc).empty() ? trim(soc) : kDefaultSocName) +

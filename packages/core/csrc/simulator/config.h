@@ -13,6 +13,9 @@
 //   NPU_SIM_SOC_NAME          base SoC name, default Ascend910B3
 //   ATEN_CPU_CAPABILITY       default | avx2: host code uses no AVX-512
 //                             (PyTorch's variable; bulk_copy.cpp)
+//   NPU_SIM_STREAM_PAGES      1..8: pages a bulk copy streams at once
+//                             (Note [Page streams follow the CPU]); default
+//                             by the CPU
 //   ASCEND_RT_VISIBLE_DEVICES physical ids made visible, as on real CANN
 //
 // An invalid value is reported on stderr (naming the variable and the
@@ -45,6 +48,8 @@ struct Config {
   // Host code may use AVX-512 where the CPU has it (ATEN_CPU_CAPABILITY
   // neither `default` nor `avx2`): Note [Bulk copies bypass the cache].
   bool wide_vectors = true;
+  // Note [Page streams follow the CPU]: 0 leaves it to the CPU's vendor.
+  uint32_t stream_pages = 0;
   CannVersion cann_version;
   std::string soc_name;                // ends with " (simulated)"
   std::string description;             // npuSimDescribe

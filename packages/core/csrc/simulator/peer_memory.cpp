@@ -98,7 +98,7 @@ PeerMapping& PeerMapping::operator=(PeerMapping&& other) noexcept {
 
 void PeerMapping::reset() {
   if (data_ != nullptr) {
-    munmap(const_cast<char*>(data_), size_);
+    munmap(data_, size_);
     data_ = nullptr;
     size_ = 0;
   }
@@ -119,7 +119,7 @@ bool PeerMapping::open(pid_t pid, int fd, uint64_t inode, uint64_t bytes, std::s
     *why = "the peer's descriptor is not its device memory";
     return false;
   }
-  void* p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED | MAP_NORESERVE, local, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, local, 0);
   const int error = errno;
   close(local); // the mapping holds the file
   if (p == MAP_FAILED) {
@@ -129,7 +129,7 @@ bool PeerMapping::open(pid_t pid, int fd, uint64_t inode, uint64_t bytes, std::s
   // A fork()ed child cannot use the simulator (runtime.cpp): it need not
   // inherit the view either.
   madvise(p, bytes, MADV_DONTFORK);
-  data_ = static_cast<const char*>(p);
+  data_ = static_cast<char*>(p);
   size_ = bytes;
   return true;
 }

@@ -25,7 +25,7 @@ enum class PeerReadResult {
 PeerReadResult readPeerMemory(pid_t pid, uintptr_t remote, void* local, size_t bytes,
                               std::string* why);
 
-// A read-only mapping, in this process, of a memfd another process holds:
+// A mapping, in this process, of a memfd another process holds:
 // its whole size, MAP_SHARED, so this process sees the owner's writes and
 // the owner's punched holes (freed memory) alike. The mapping keeps the
 // memory alive after the owner exits, until it is unmapped.
@@ -48,6 +48,12 @@ class PeerMapping {
   const char* data() const {
     return data_;
   }
+  // Writable: a direct all-reduce writes its share of the result into the
+  // peers' outputs (Note [All-reduce writes every rank's share],
+  // collective_comm.cpp).
+  char* data() {
+    return data_;
+  }
   uint64_t size() const {
     return size_;
   }
@@ -55,7 +61,7 @@ class PeerMapping {
  private:
   void reset();
 
-  const char* data_ = nullptr;
+  char* data_ = nullptr;
   uint64_t size_ = 0;
 };
 

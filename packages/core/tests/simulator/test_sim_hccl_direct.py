@@ -135,17 +135,20 @@ def test_the_transport_follows_the_heaps_and_the_setting(runner, tmp_path, env, 
     assert all_ok(results) == [f"{transport} True\n"] * 2
 
 
-@pytest.mark.parametrize("heap,capability", [("shared", ""), ("private", ""),
-                                             ("shared", "default")])
+@pytest.mark.parametrize("heap,capability,pages", [("shared", "", "1"), ("shared", "", "4"),
+                                                   ("private", "", "1"),
+                                                   ("shared", "default", "4")])
 def test_large_outputs_written_around_the_cache_hold_every_byte(runner, tmp_path, heap,
-                                                                capability):
+                                                                capability, pages):
     # Note [Bulk copies bypass the cache]: outputs from 16 MiB on are
     # written with non-temporal stores, in whole 64-byte lines between plain
     # head and tail copies, the body four pages at a time and the lines
     # after the last four pages one by one; odd counts and a misaligned
     # buffer (4 bytes past an allocation's start) put both ends off a line
     # and leave lines after the last four pages. ATEN_CPU_CAPABILITY=default
-    # takes the 16-byte stores that CPUs without AVX-512 use.
+    # takes the 16-byte stores that CPUs without AVX-512 use;
+    # NPU_SIM_STREAM_PAGES both orders of the lines (Note [Page streams
+    # follow the CPU]).
     results = run_ranks(runner, tmp_path, """
         n = (17 << 18) + 3  # int32: a little over 17 MiB
         def ints(values):
@@ -191,7 +194,7 @@ def test_large_outputs_written_around_the_cache_hold_every_byte(runner, tmp_path
         mine = lambda r: range(r * 2 * piece + rank * piece, r * 2 * piece + (rank + 1) * piece)
         checks.append(fetch(recv, 2 * piece) == ints(list(mine(0)) + list(mine(1))))
         print(checks)
-    """, NPU_SIM_DEVICE_HEAP=heap, ATEN_CPU_CAPABILITY=capability)
+    """, NPU_SIM_DEVICE_HEAP=heap, ATEN_CPU_CAPABILITY=capability, NPU_SIM_STREAM_PAGES=pages)
     assert all_ok(results) == ["[True, True, True, True, True, True]\n"] * 2
 
 
@@ -211,9 +214,12 @@ send, recv = sim.malloc(world * piece), sim.malloc(piece + 64) + 8
 cases = [(HCCL_FP32, op) for op in (HCCL_SUM, HCCL_PROD, HCCL_MAX, HCCL_MIN)] + [
     (HCCL_FP64, HCCL_SUM), (HCCL_FP64, HCCL_MAX), (HCCL_INT32, HCCL_PROD),
     (HCCL_INT32, HCCL_MIN), (HCCL_UINT32, HCCL_MAX), (HCCL_INT64, HCCL_SUM),
-    (HCCL_INT64, HCCL_MAX), (HCCL_UINT64, HCCL_MIN), (HCCL_FP16, HCCL_SUM)]
+    (HCCL_INT64, HCCL_MAX), (HCCL_UINT64, HCCL_MIN)] + [
+    (dtype, op) for dtype in (HCCL_FP16, HCCL_BFP16)  # Note [16-bit float reductions in lanes]
+    for op in (HCCL_SUM, HCCL_PROD, HCCL_MAX, HCCL_MIN)]
 for dtype, op in cases:
-    size = 2 if dtype == HCCL_FP16 else 8 if dtype in (HCCL_FP64, HCCL_INT64, HCCL_UINT64) else 4
+    size = (2 if dtype in (HCCL_FP16, HCCL_BFP16)
+            else 8 if dtype in (HCCL_FP64, HCCL_INT64, HCCL_UINT64) else 4)
     sim.h2d(send, data, sync=True)
     ok(lib.HcclReduceScatter(send, recv, piece // size, dtype, op, comm, stream))
     ok(lib.HcclReduceScatter(send, send, piece // size, dtype, op, comm, stream))
@@ -221,10 +227,17 @@ for dtype, op in cases:
     print(dtype, op, hashlib.sha256(sim.d2h(recv, piece, sync=True).raw).hexdigest(),
           hashlib.sha256(sim.d2h(send, piece, sync=True).raw).hexdigest())
 # All-reduces whose shares are that large (Note [All-reduce shares reduce in
-# one pass]), into an output 8 bytes past a line and in place.
-out = sim.malloc(world * piece + 64) + 8
-for dtype, op in [(HCCL_FP32, HCCL_SUM), (HCCL_FP64, HCCL_MAX), (HCCL_INT64, HCCL_SUM)]:
-    size = 4 if dtype == HCCL_FP32 else 8
+# one pass], Note [All-reduce writes every rank's share]), into an output 8
+# bytes past a line and in place; the last two into outputs whose offsets
+# from a line differ between the ranks (each rank then writes its share
+# into the others' outputs with copies, not with the one-pass kernel's
+# stores), the float16 one with a type the one-pass kernel leaves out.
+base = sim.malloc(world * piece + 64)
+for dtype, op, skew in [(HCCL_FP32, HCCL_SUM, 8), (HCCL_FP64, HCCL_MAX, 8),
+                        (HCCL_INT64, HCCL_SUM, 8), (HCCL_FP32, HCCL_PROD, 8 + 16 * rank),
+                        (HCCL_FP16, HCCL_SUM, 8 + 16 * rank)]:
+    size = {HCCL_FP32: 4, HCCL_FP16: 2}.get(dtype, 8)
+    out = base + skew
     sim.h2d(send, data, sync=True)
     ok(lib.HcclAllReduce(send, out, world * piece // size, dtype, op, comm, stream))
     ok(lib.HcclAllReduce(send, send, world * piece // size, dtype, op, comm, stream))
@@ -238,7 +251,9 @@ for dtype, op in [(HCCL_FP32, HCCL_SUM), (HCCL_FP64, HCCL_MAX), (HCCL_INT64, HCC
 def test_large_reductions_around_the_cache_are_bitwise_those_of_the_staging_path(runner,
                                                                                 tmp_path):
     results = {}
-    for name, env in [("mapped", {}), ("narrow", {"ATEN_CPU_CAPABILITY": "default"}),
+    for name, env in [("mapped", {"NPU_SIM_STREAM_PAGES": "1"}),
+                      ("four pages", {"NPU_SIM_STREAM_PAGES": "4"}),
+                      ("narrow", {"ATEN_CPU_CAPABILITY": "default"}),
                       ("staging", {"NPU_SIM_HCCL_TRANSPORT": "staging"})]:
         (tmp_path / name).mkdir()
         results[name] = all_ok(run_ranks(runner, tmp_path / name, LARGE_REDUCE_SCATTERS,
@@ -246,9 +261,9 @@ def test_large_reductions_around_the_cache_are_bitwise_those_of_the_staging_path
                                          **env))
     for rank in range(3):
         lines = results["mapped"][rank].splitlines()
-        assert len(lines) == 16, lines
-        assert results["narrow"][rank] == results["staging"][rank] == results["mapped"][rank], (
-            f"rank {rank}")
+        assert len(lines) == 25, lines
+        assert (results["narrow"][rank] == results["staging"][rank] == results["mapped"][rank]
+                == results["four pages"][rank]), f"rank {rank}"
 
 
 def test_joining_makes_a_private_heap_shared_keeping_its_allocations(runner, tmp_path):
