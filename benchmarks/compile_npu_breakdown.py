@@ -113,7 +113,13 @@ def breakdown(compiled: bool, steps: int) -> tuple[list[tuple[str, float]], tupl
                 run(x).square().mean().backward()
                 opt.step()
 
-    for _ in range(3):
+    # Steps run untimed for 1.5 s first, as in compile_npu.py: after the
+    # compiler's processes the runtime throttles the device threads' OpenMP
+    # waits for a while (Note [OpenMP teams of the host and device threads],
+    # core's csrc/npu/OpenMPThreads.h), and a compiled step timed right after
+    # compiling ran its matmuls slower than the eager step's.
+    warm_until = time.perf_counter() + 1.5
+    while time.perf_counter() < warm_until:
         step()
     torch.npu.synchronize()
     best: list[tuple[str, float]] | None = None
