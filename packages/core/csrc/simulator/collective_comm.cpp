@@ -1544,15 +1544,25 @@ HcclResult Communicator::reduceShareToEveryRank(size_t lo, size_t hi, HcclDataTy
       reduceToEachBypassingCache(outputs.data(), size_, views.data(), size_, hi - lo, type, op)) {
     return HCCL_SUCCESS;
   }
+  // A chunk at a time, so that the copies read it while it is in the cache.
   char* const own = static_cast<char*>(outputs[0]);
-  if (HcclResult e = reduceFrom(inputs, own, hi - lo, type, op, why); e != HCCL_SUCCESS) {
-    return e;
-  }
-  for (uint32_t r = 1; r < size_; ++r) {
-    if (bytes >= kBypassCacheBytes) {
-      copyBypassingCache(outputs[r], own, bytes);
-    } else {
-      std::memcpy(outputs[r], own, bytes);
+  const size_t chunk = kReduceChunkBytes / esize;
+  for (size_t off = 0; off < hi - lo; off += chunk) {
+    const size_t m = std::min(chunk, hi - lo - off);
+    std::vector<uintptr_t> at(inputs);
+    for (uintptr_t& input : at) {
+      input += off * esize;
+    }
+    if (HcclResult e = reduceFrom(at, own + off * esize, m, type, op, why); e != HCCL_SUCCESS) {
+      return e;
+    }
+    for (uint32_t r = 1; r < size_; ++r) {
+      char* const to = static_cast<char*>(outputs[r]) + off * esize;
+      if (bytes >= kBypassCacheBytes) { // Note [Bulk copies bypass the cache]
+        copyBypassingCache(to, own + off * esize, m * esize);
+      } else {
+        std::memcpy(to, own + off * esize, m * esize);
+      }
     }
   }
   return HCCL_SUCCESS;
