@@ -643,10 +643,11 @@ def rank_main(rank, world, store, results):
     dist.all_reduce(before)
     expected = 2 * torch.arange(1 << 20, dtype=torch.float32) + 1
     # The peer's device memory (a memfd named after its device) mapped
-    # read-only here: the mapped transport (Note [Direct collectives]).
+    # shared here, writable: the mapped transport (Note [Direct
+    # collectives], Note [All-reduce writes every rank's share]).
     peer = f"memfd:npu_sim:device{1 - rank} "
     with open("/proc/self/maps") as maps:
-        mapped = any(peer in line and " r--s " in line for line in maps)
+        mapped = any(peer in line and " rw-s " in line for line in maps)
     # One file per rank: the ranks share stdout, and unbuffered prints of
     # two processes interleave.
     with open(f"{results}.{rank}", "w") as out:
