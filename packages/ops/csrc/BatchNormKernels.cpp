@@ -53,7 +53,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     const std::optional<at::Tensor>& running_mean_opt, const std::optional<at::Tensor>& running_var_opt,
     bool train, double momentum, double eps) {
   const auto device = fast::fast_path_device(self, weight_opt, bias_opt, running_mean_opt, running_var_opt);
-  if (!device.has_value() || !self.device().is_privateuseone() || self.dim() < 2) {
+  if (!device.has_value() || !self.device().is_privateuseone() || self.dim() < 2 ||
+      fast::host_scalars_refused<at::_ops::native_batch_norm>(weight_opt, bias_opt, running_mean_opt,
+                                                               running_var_opt)) {
     return at::native::call_fallback_fn<&run_on_npu, at::_ops::native_batch_norm>::call(
         self, weight_opt, bias_opt, running_mean_opt, running_var_opt, train, momentum, eps);
   }

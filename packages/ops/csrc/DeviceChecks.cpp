@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 
 #include <ATen/core/function_schema.h>
@@ -51,6 +52,16 @@ bool host_argument_allowed(std::string_view op, std::string_view argument) {
   return false;
 }
 
+// "name.overload" of the aten ops CUDA calls without its device check.
+const std::unordered_set<std::string_view>& device_check_free_ops() {
+  static const std::unordered_set<std::string_view> ops{
+#define TORCH_NPU_DEVICE_CHECK_FREE_OP(op) op,
+#include "DeviceCheckFreeOps.inc"
+#undef TORCH_NPU_DEVICE_CHECK_FREE_OP
+  };
+  return ops;
+}
+
 bool is_written(const c10::Argument& argument) {
   return argument.is_out() || (argument.alias_info() != nullptr && argument.alias_info()->isWrite());
 }
@@ -63,6 +74,24 @@ bool is_written(const c10::Argument& argument) {
 }
 
 } // namespace
+
+bool host_scalars_allowed(std::string_view name, std::string_view overload_name) {
+#if TORCH_NPU_DEVICE_CHECK_FREE_OPS_KNOWN
+  constexpr std::string_view aten = "aten::";
+  if (name.substr(0, aten.size()) != aten) {
+    return true;
+  }
+  std::string key(name.substr(aten.size()));
+  if (!overload_name.empty()) {
+    key.append(".").append(overload_name);
+  }
+  return device_check_free_ops().count(key) != 0;
+#else
+  (void)name;
+  (void)overload_name;
+  return true;
+#endif
+}
 
 c10::Device checked_op_device(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
   const auto& arguments = schema.arguments();
@@ -92,16 +121,19 @@ c10::Device checked_op_device(const c10::FunctionSchema& schema, const std::vect
               " was dispatched to npu without npu tensors or an npu device");
   // Host tensors: only where CUDA takes them.
   const std::string_view op = schema.name();
+  const bool op_takes_scalars = host_scalars_allowed(op, schema.overload_name());
   for (size_t i = 0; i < args.size() && i < arguments.size(); ++i) {
     const c10::Argument& argument = arguments[i];
     const bool written = is_written(argument);
+    // CUDA's wrapper checks positional and out= arguments only.
+    const bool scalar_ok = !written && (op_takes_scalars || argument.kwarg_only());
     const bool any_size = !written && host_argument_allowed(op, argument.name());
     for_each_tensor(args[i], [&](const at::Tensor& t) {
       if (!t.defined() || t.device().is_privateuseone()) {
         return;
       }
       const bool scalar = t.device().is_cpu() && t.dim() == 0 && t.layout() == c10::kStrided;
-      if ((scalar && !written) || (any_size && t.device().is_cpu())) {
+      if ((scalar && scalar_ok) || (any_size && t.device().is_cpu())) {
         return;
       }
       device_mismatch(*device, t.device(), argument.name(), schema);

@@ -39,6 +39,7 @@
 #include "CallVerification.h"
 #include "CaptureChecks.h"
 #include "DeviceArgument.h"
+#include "DeviceChecks.h"
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
 #include "KernelAllocator.h"
@@ -99,6 +100,27 @@ std::optional<c10::Device> fast_path_device(const Args&... args) {
       },
       args...);
   return ok ? device : std::nullopt;
+}
+
+// Whether Op takes 0-dim host tensors in its positional arguments, as CUDA
+// does (Note [Host scalars only where CUDA takes them]).
+template <typename Op>
+bool op_takes_host_scalars() {
+  static const bool takes = host_scalars_allowed(Op::name, Op::overload_name);
+  return takes;
+}
+
+// Whether a kernel of Op with these arguments leaves them to the generic
+// executor: not on the fast path, or a host scalar Op refuses (the executor
+// raises CUDA's device-mismatch error).
+template <typename Op, typename... Args>
+bool host_scalars_refused(const Args&... args) {
+  if (op_takes_host_scalars<Op>()) {
+    return false;
+  }
+  bool host = false;
+  for_each_tensor_argument([&](const at::Tensor& t) { host |= !t.device().is_privateuseone(); }, args...);
+  return host;
 }
 
 // The op's device made current (only if it is not: switching costs), and the
@@ -382,7 +404,7 @@ struct Functional<Op, Meta, Cpu, Native, at::Tensor(Args...)> {
 
   static at::Tensor call(Args... args) {
     const auto device = fast_path_device(args...);
-    if (!device.has_value()) {
+    if (!device.has_value() || host_scalars_refused<Op>(args...)) {
       return at::native::call_fallback_fn<&run_on_npu, Op>::call(args...);
     }
     const DeviceScope scope(*device);
@@ -403,7 +425,8 @@ struct Inplace<Op, Meta, Cpu, Native, at::Tensor&(at::Tensor&, Rest...)> {
 
   static at::Tensor& call(at::Tensor& self, Rest... rest) {
     const auto device = fast_path_device(self, rest...);
-    if (!device.has_value() || self.device().type() != c10::DeviceType::PrivateUse1) {
+    if (!device.has_value() || self.device().type() != c10::DeviceType::PrivateUse1 ||
+        host_scalars_refused<Op>(rest...)) {
       return at::native::call_fallback_fn<&run_on_npu, Op>::call(self, rest...);
     }
     const DeviceScope scope(*device);
@@ -425,7 +448,8 @@ struct Out<Op, Meta, Cpu, Native, at::Tensor&(Args...)> {
     auto refs = std::forward_as_tuple(args...);
     at::Tensor& out = std::get<sizeof...(Args) - 1>(refs);
     const auto device = fast_path_device(args...);
-    if (!device.has_value() || out.device().type() != c10::DeviceType::PrivateUse1) {
+    if (!device.has_value() || out.device().type() != c10::DeviceType::PrivateUse1 ||
+        host_scalars_refused<Op>(args...)) {
       return at::native::call_fallback_fn<&run_on_npu, Op>::call(args...);
     }
     const DeviceScope scope(*device);

@@ -70,7 +70,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
     const at::Tensor& input, c10::SymIntArrayRef normalized_shape_sym, const std::optional<at::Tensor>& weight_opt,
     const std::optional<at::Tensor>& bias_opt, double eps) {
   const auto device = fast::fast_path_device(input, weight_opt, bias_opt);
-  if (!device.has_value() || !input.device().is_privateuseone()) {
+  if (!device.has_value() || !input.device().is_privateuseone() ||
+      fast::host_scalars_refused<at::_ops::native_layer_norm>(weight_opt, bias_opt)) {
     return at::native::call_fallback_fn_symint<&run_on_npu, at::_ops::native_layer_norm>::call(
         input, normalized_shape_sym, weight_opt, bias_opt, eps);
   }
@@ -107,7 +108,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     const at::Tensor& rstd, const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
     std::array<bool, 3> grad_input_mask) {
   const auto device = fast::fast_path_device(dY, input, mean, rstd, weight_opt, bias_opt);
-  if (!device.has_value() || !input.device().is_privateuseone() || !dY.device().is_privateuseone()) {
+  if (!device.has_value() || !input.device().is_privateuseone() || !dY.device().is_privateuseone() ||
+      fast::host_scalars_refused<at::_ops::native_layer_norm_backward>(mean, rstd, weight_opt, bias_opt)) {
     return at::native::call_fallback_fn_symint<&run_on_npu, at::_ops::native_layer_norm_backward>::call(
         dY, input, normalized_shape_sym, mean, rstd, weight_opt, bias_opt, grad_input_mask);
   }
