@@ -29,6 +29,10 @@ void lay_out_as_the_cpu_kernel(const c10::FunctionSchema& schema, const std::vec
     if (self.numel() > 0 && spec[0].size() == 1) { // an empty input: the CPU returns an alias
       restride(spec[0][0], self.suggest_memory_format());
     }
+  } else if (name == "aten::max_unpool2d") {
+    if (self.dim() == 4 && spec[0].size() == 1) {
+      restride(spec[0][0], self.suggest_memory_format());
+    }
   } else if (name == "aten::log_sigmoid_forward" || name == "aten::rrelu_with_noise") {
     for (auto& results : spec) {
       for (TensorSpec& result : results) {

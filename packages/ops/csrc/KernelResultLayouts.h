@@ -7,6 +7,7 @@
 // - channel_shuffle and native_channel_shuffle: the CPU kernel writes its
 //   result in the input's suggested memory order (channels-last in,
 //   channels-last out); their meta kernels give a contiguous result;
+// - max_unpool2d: likewise for a batched (4-d) input;
 // - log_sigmoid_forward (output and buffer) and rrelu_with_noise: the CPU
 //   kernels make contiguous results; the Python meta kernels keep the
 //   input's strides (F.logsigmoid and F.rrelu of a transposed tensor).

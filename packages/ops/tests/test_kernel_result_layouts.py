@@ -67,3 +67,17 @@ def test_logsigmoid_out_keeps_the_outs_layout():
     assert noncontig.stride() == (1, 3)
     torch.testing.assert_close(out.cpu(), F.logsigmoid(x))
     torch.testing.assert_close(noncontig.cpu(), F.logsigmoid(x))
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_max_unpool2d_keeps_the_inputs_memory_order(memory_format):
+    x = torch.randn(2, 3, 4, 6).contiguous(memory_format=memory_format)
+    pooled, indices = F.max_pool2d(x, 2, return_indices=True)
+    expected = F.max_unpool2d(pooled, indices, 2)
+    for _ in range(2):
+        result = F.max_unpool2d(pooled.npu(), indices.npu(), 2)
+        assert result.stride() == expected.stride()
+        torch.testing.assert_close(result.cpu(), expected)
+    # Unbatched (3-d): contiguous on the CPU whatever the order.
+    unbatched = F.max_unpool2d(pooled[0].npu(), indices[0].npu(), 2)
+    assert unbatched.stride() == F.max_unpool2d(pooled[0], indices[0], 2).stride()
