@@ -11,6 +11,11 @@
 // - log_sigmoid_forward (output and buffer) and rrelu_with_noise: the CPU
 //   kernels make contiguous results; the Python meta kernels keep the
 //   input's strides (F.logsigmoid and F.rrelu of a transposed tensor).
+// - copysign.Tensor and floor_divide of a tensor by a 0-dim tensor: the
+//   Python meta kernels (torch._refs) make the result contiguous where the
+//   CPU's TensorIterator follows the other input's order (a transposed
+//   tensor by an npu scalar tensor); the result takes TensorIterator's
+//   strides.
 // npu results took the meta kernel's strides once the meta kernels were
 // active, and the CPU kernel's before (ops run synchronously during the
 // warm-up take the CPU result's geometry): the same call returned another

@@ -5,8 +5,11 @@ csrc/KernelResultLayouts.h).
 With the Python meta kernels active, F.channel_shuffle of a channels-last
 tensor came back contiguous on npu (channels-last on the CPU), and
 F.logsigmoid and F.rrelu (eval) of a transposed tensor came back transposed
-(contiguous on the CPU); before the meta kernels were ready the same calls
-had the CPU's strides. PyTorch's test_nn probes found them.
+(contiguous on the CPU), max_unpool2d of a channels-last input contiguous,
+and copysign or floor_divide of a transposed tensor by a 0-dim npu tensor
+contiguous (transposed on the CPU); before the meta kernels were ready the
+same calls had the CPU's strides. PyTorch's test_nn probes (and an OpInfo
+stride sweep next to them) found them.
 """
 
 from __future__ import annotations
@@ -81,3 +84,23 @@ def test_max_unpool2d_keeps_the_inputs_memory_order(memory_format):
     # Unbatched (3-d): contiguous on the CPU whatever the order.
     unbatched = F.max_unpool2d(pooled[0].npu(), indices[0].npu(), 2)
     assert unbatched.stride() == F.max_unpool2d(pooled[0], indices[0], 2).stride()
+
+
+@pytest.mark.parametrize("name", ["copysign", "floor_divide"])
+def test_binary_op_by_a_0_dim_npu_tensor_follows_the_other_inputs_order(name):
+    op = getattr(torch, name)
+    x = torch.randn(5, 10).t()
+    scalar = torch.tensor(4.5)
+    expected = op(x, scalar)
+    assert expected.stride() == (1, 10)
+    for other in (scalar.npu(), scalar):
+        for _ in range(2):
+            result = op(x.npu(), other)
+            assert result.stride() == expected.stride()
+            torch.testing.assert_close(result.cpu(), expected)
+    # Broadcasting and channels-last operands keep the CPU's strides too.
+    a = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    b = torch.randn(3, 1, 1) + 2
+    assert op(a.npu(), b.npu()).stride() == op(a, b).stride()
+    assert op(b.npu(), a.npu()).stride() == op(b, a).stride()
+    torch.testing.assert_close(op(a.npu(), b.npu()).cpu(), op(a, b))
