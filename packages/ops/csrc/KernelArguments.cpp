@@ -181,6 +181,28 @@ uint64_t scalar_kind(const IValue& value) {
   return 5;
 }
 
+// Whether a strided tensor is contiguous, channels-last (2d or 3d)
+// contiguous, or laid out otherwise, for call signatures: CPU kernels refuse
+// by layout (nll_loss2d_backward's "grad_input must be contiguous" for an
+// input in channels-last order, where its zeros_like gradient keeps that
+// order), so that a clean call on a contiguous tensor must not let one of
+// another layout through unverified. The flags are cached in the tensor.
+uint64_t memory_layout_class(const at::Tensor& t) {
+  if (t.layout() != c10::kStrided || t.is_nested()) {
+    return 0;
+  }
+  if (t.is_contiguous()) {
+    return 1;
+  }
+  if (t.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+    return 2;
+  }
+  if (t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
+    return 3;
+  }
+  return 4;
+}
+
 } // namespace
 
 uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IValue>& args) {
@@ -198,7 +220,8 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
       return;
     }
     signature.add((static_cast<uint64_t>(t.scalar_type()) << 40) | (static_cast<uint64_t>(t.layout()) << 32) |
-                  (static_cast<uint64_t>(t.dim()) << 1) | (t.numel() == 0 ? 1 : 0));
+                  (memory_layout_class(t) << 24) | (static_cast<uint64_t>(t.dim()) << 1) |
+                  (t.numel() == 0 ? 1 : 0));
   };
   if (shares_npu_storage(args)) {
     // Overlapping arguments: a kernel may refuse them (SharedStorages.h).

@@ -10,6 +10,7 @@
 #include <ATen/ops/empty_strided.h>
 
 #include "BoolPowers.h"
+#include "KernelResultLayouts.h"
 #include "EmptyDimLists.h"
 #include "PythonMetaWarmup.h"
 #include "RangeFactoryOuts.h"
@@ -228,6 +229,8 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
   }
   // Note [Powers of bools by a bool stay bool]
   keep_bool_powers_bool(target.caller_schema, args, *spec);
+  // Note [Results laid out as the CPU kernel lays them out]
+  lay_out_as_the_cpu_kernel(target.caller_schema, args, *spec);
   return spec;
 }
 
