@@ -1,6 +1,7 @@
 """Core behaviours that PyTorch's device-generic code relies on: legacy
 storage types, zero_ for every dtype, resize_ keeping the layout of a tensor
-that has the size already, and the device capability query."""
+that has the size already, the device capability query, and copies whose
+dtype conversion the CPU refuses."""
 
 from __future__ import annotations
 
@@ -54,6 +55,48 @@ def test_device_capability_lists_the_dtypes():
     assert torch.float32 in capability["supported_dtypes"] and torch.bfloat16 in capability["supported_dtypes"]
     with pytest.raises(RuntimeError):
         torch.accelerator.get_device_capability(f"npu:{torch.npu.device_count()}")
+
+
+def _all_dtypes():
+    return sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str)
+
+
+def test_device_capability_lists_only_dtypes_npu_converts():
+    # Every listed dtype but the quantized ones survives a round trip through
+    # float32 (complex64) with the CPU's values; the bit-field, sub-byte and float4 dtypes,
+    # whose conversions the CPU refuses, are not listed.
+    if not hasattr(torch.accelerator, "get_device_capability"):
+        pytest.skip("this torch has no torch.accelerator.get_device_capability")
+    listed = torch.accelerator.get_device_capability("npu:0")["supported_dtypes"]
+    for dtype in listed:
+        if dtype in (torch.qint8, torch.quint8, torch.qint32):
+            continue
+        through = torch.complex64 if dtype.is_complex else torch.float32
+        values = torch.arange(0, 8, dtype=torch.float32).to(dtype)
+        back = values.npu().to(through).to(dtype).cpu()
+        assert torch.equal(back.view(torch.uint8), values.view(torch.uint8)), dtype
+    refused = [d for d in _all_dtypes() if d.itemsize <= 2 and str(d)[6:].startswith(("uint", "int", "bits"))
+               and d not in (torch.uint8, torch.int8, torch.int16, torch.uint16)] + [torch.float4_e2m1fn_x2]
+    assert refused and not set(refused) & listed
+
+
+@pytest.mark.parametrize("dtype", ["uint1", "int4", "bits8", "float4_e2m1fn_x2"])
+def test_a_conversion_the_cpu_refuses_raises_at_the_call(dtype):
+    # The CPU copy kernel has no conversion for these dtypes; on npu the copy
+    # raised only at the next synchronisation (and then failed the next test).
+    dtype = getattr(torch, dtype)
+    with pytest.raises(RuntimeError, match="not implemented for") as on_cpu:
+        torch.empty(16, dtype=dtype).to(torch.float32)
+    x = torch.empty(16, dtype=dtype, device="npu")
+    with pytest.raises(RuntimeError) as on_npu:
+        x.to(torch.float32)
+    # The CPU names its copy kernel or copy_ depending on the layout; both name the dtype.
+    assert str(on_npu.value).splitlines()[0].split("not implemented")[1] == \
+        str(on_cpu.value).splitlines()[0].split("not implemented")[1]
+    with pytest.raises(RuntimeError, match="not implemented for"):
+        torch.ones(4, 4, device="npu").t().to(dtype)
+    torch.npu.synchronize()  # nothing left to fail later
+    assert torch.equal(torch.ones(3, device="npu").to(torch.int64).cpu(), torch.ones(3, dtype=torch.int64))
 
 
 # Note [Overlapping copies are refused as on CPU]: each copy_ whose source

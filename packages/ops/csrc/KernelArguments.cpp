@@ -128,7 +128,13 @@ std::vector<IValue> cpu_arguments(
         return t;
       }
       if (!is_npu(t)) {
-        return t.clone();
+        at::Tensor copy = t.clone();
+        if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+          // A wrapped Python number promotes differently from a 0-dim
+          // tensor (int32 x + 2.5 is float32, not float64): the copy stays one.
+          copy.unsafeGetTensorImpl()->set_wrapped_number(true);
+        }
+        return copy;
       }
       if (!shared.has_value()) {
         return cpu_alias(t);

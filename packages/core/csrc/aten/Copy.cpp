@@ -7,6 +7,8 @@
 // is pinned memory, as on CUDA; otherwise the host bytes have been read when
 // the copy returns (small host-to-device copies are staged, see Note [Staged
 // host-to-device copies]; the rest wait for the copy).
+#include <array>
+#include <atomic>
 #include <cstring>
 
 #include <ATen/ExpandUtils.h>
@@ -38,9 +40,32 @@ size_t nbytes(const at::Tensor& t) {
   return static_cast<size_t>(t.numel()) * t.element_size();
 }
 
+// Raises at the call, with the CPU's message, when the CPU copy kernel does
+// not implement copies from `src` to `dst` dtype (the bit-field, sub-byte
+// integer and float4 dtypes): the device work that runs it would otherwise
+// fail only at the next synchronisation. The answer for a pair is found once,
+// by a small strided copy on the CPU, and kept when the kernel takes it.
+void check_cpu_copy_kernel(c10::ScalarType dst, c10::ScalarType src) {
+  if (c10::isQIntType(dst) || c10::isQIntType(src)) {
+    return; // quantized copies move integer views (Note [Quantized npu tensors], the ops package)
+  }
+  constexpr auto kTypes = static_cast<size_t>(c10::ScalarType::NumOptions);
+  static std::array<std::atomic<bool>, kTypes * kTypes> accepted{};
+  auto& known = accepted[static_cast<size_t>(dst) * kTypes + static_cast<size_t>(src)];
+  if (known.load(std::memory_order_relaxed)) {
+    return;
+  }
+  const auto cpu = at::TensorOptions().device(c10::kCPU);
+  at::Tensor source = at::empty({2, 2}, cpu.dtype(src));
+  std::memset(source.mutable_data_ptr(), 0, source.nbytes());
+  at::empty({2, 2}, cpu.dtype(dst)).copy_(source.t());
+  known.store(true, std::memory_order_relaxed);
+}
+
 // dst.copy_(src) as device work on `stream`; handles strides, broadcasting
 // (zero strides) and dtype conversion with PyTorch's CPU copy kernel.
 void launch_strided_copy(const NPUStream& stream, const at::Tensor& dst, const at::Tensor& src) {
+  check_cpu_copy_kernel(dst.scalar_type(), src.scalar_type());
   WorkAccessScope accesses;
   accesses.read(src);
   accesses.write(dst);

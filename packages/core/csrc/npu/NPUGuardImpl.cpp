@@ -50,11 +50,23 @@ void NPUGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept {
 
 c10::DeviceCapability NPUGuardImpl::getDeviceCapability(c10::Device d) const {
   check_device_index(d.index() < 0 ? current_device() : d.index());
-  c10::DeviceCapability capability; // all supported ...
-  // ... but the sub-byte quantized dtypes, which npu tensors refuse (Note
-  // [Quantized npu tensors], the ops package).
-  capability.capability_data.supported_scalar_types.has_QUInt4x2 = 0;
-  capability.capability_data.supported_scalar_types.has_QUInt2x4 = 0;
+  // The dtypes an npu tensor can be made in and converted from and to:
+  // conversions run the CPU's copy kernel on the device memory, so these are
+  // the dtypes that kernel converts, plus the quantized dtypes npu tensors
+  // hold (Note [Quantized npu tensors], the ops package). The bit-field,
+  // sub-byte integer and float4 dtypes are left out: the CPU kernel refuses
+  // to convert them (and npu refuses the sub-byte quantized ones).
+  c10::DeviceCapability capability;
+  capability.capability_data.capability_bits = 0;
+  for (const auto index : {
+           c10::kIndex_Byte, c10::kIndex_Char, c10::kIndex_Short, c10::kIndex_Int, c10::kIndex_Long,
+           c10::kIndex_Half, c10::kIndex_Float, c10::kIndex_Double, c10::kIndex_ComplexHalf,
+           c10::kIndex_ComplexFloat, c10::kIndex_ComplexDouble, c10::kIndex_Bool, c10::kIndex_BFloat16,
+           c10::kIndex_Float8_e5m2, c10::kIndex_Float8_e4m3fn, c10::kIndex_Float8_e5m2fnuz,
+           c10::kIndex_Float8_e4m3fnuz, c10::kIndex_Float8_e8m0fnu, c10::kIndex_UInt16, c10::kIndex_UInt32,
+           c10::kIndex_UInt64, c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32}) {
+    capability.capability_data.capability_bits |= 1ULL << index;
+  }
   return capability;
 }
 

@@ -22,8 +22,8 @@ struct TORCH_NPU_API NPUGuardImpl final : public c10::impl::DeviceGuardImplInter
   c10::Device getDevice() const override;
   void setDevice(c10::Device d) const override;
   void uncheckedSetDevice(c10::Device d) const noexcept override;
-  // torch.accelerator.get_device_capability: every dtype (npu tensors hold
-  // any dtype, and conversions between them run as device work).
+  // torch.accelerator.get_device_capability: the dtypes npu tensors can be
+  // made in and converted from and to.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override;
   c10::Stream getStream(c10::Device d) const override;
   c10::Stream getDefaultStream(c10::Device d) const override;
