@@ -26,7 +26,7 @@ namespace npu_sim {
 // its chunks to the output with non-temporal stores from an accumulator
 // in the cache cost more than it saved (a copy more per chunk).
 // Measured on the 2-CPU development VM (loaded; two processes at once,
-// each reading the other's memfd through a read-only mapping, as the
+// each reading the other's memfd through a mapping, as the
 // ranks do), a 2-rank 256 MiB float32 sum: the rank's CPU time per call
 // went from 31 to 22 ms (64 MiB: 9 to 7 ms), and the pass took 0.75-0.85
 // of the time of a memcpy of the 256 MiB where the usual reduction took
