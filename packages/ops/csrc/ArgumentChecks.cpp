@@ -12,6 +12,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/isfinite.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -64,9 +65,26 @@ void randperm_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run_on_npu(op, stack);
 }
 
+// linalg_eig (and .out): the CPU and CUDA kernels first refuse an input with
+// infs or NaNs, reading the check's result on the host (CUDA synchronizes
+// for it). The check depends on the values, so once a signature ran cleanly
+// it surfaced at a later synchronization and spoilt the next test's op; the
+// same check is made here, on npu, with the host waiting as on CUDA.
+void linalg_eig_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const c10::IValue& self = (*stack)[stack->size() - arguments.size()];
+  if (self.isTensor() && self.toTensor().defined()) {
+    TORCH_CHECK(at::isfinite(self.toTensor()).all().item<bool>(),
+                "torch.linalg.eig: input tensor should not contain infs or NaNs.");
+  }
+  run_on_npu(op, stack);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_eig", torch::CppFunction::makeFromBoxedFunction<&linalg_eig_on_npu>());
+  m.impl("linalg_eig.out", torch::CppFunction::makeFromBoxedFunction<&linalg_eig_on_npu>());
   m.impl("randperm.generator_out", torch::CppFunction::makeFromBoxedFunction<&randperm_on_npu>());
   m.impl("multinomial", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
   m.impl("multinomial.out", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());

@@ -142,3 +142,27 @@ def test_kernel_warnings_reach_pythons_warnings_not_stderr(python_subprocess_env
     assert lines[1] == "late: 0 [2, 1, 1]"  # the deferred one with the next call's own
     assert lines[2] == "raised: True"
     assert "degrees of freedom" not in result.stderr
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_linalg_eig_refuses_non_finite_input_at_the_call_after_a_clean_call(bad):
+    # The CPU and CUDA kernels check the values first and read the result on
+    # the host; a queued kernel raised it at the next synchronization (found
+    # by PyTorch's test_linalg test_eig_with_nan, which then failed the next
+    # test's op).
+    a = torch.randn(2, 4, 4)
+    clean = torch.linalg.eig(a.npu())  # a clean call: its signature is verified
+    torch.npu.synchronize()
+    expected = torch.linalg.eig(a)
+    torch.testing.assert_close(clean.eigenvalues.cpu(), expected.eigenvalues)
+    a[1, -1, -1] = bad
+    message = "torch.linalg.eig: input tensor should not contain infs or NaNs"
+    with pytest.raises(RuntimeError, match=message):
+        torch.linalg.eig(a)
+    with pytest.raises(RuntimeError, match=message):
+        torch.linalg.eig(a.npu())
+    values = torch.empty(0, dtype=torch.complex64).npu()
+    vectors = torch.empty(0, dtype=torch.complex64).npu()
+    with pytest.raises(RuntimeError, match=message):
+        torch.linalg.eig(a.npu(), out=(values, vectors))
+    torch.npu.synchronize()  # nothing left to raise
