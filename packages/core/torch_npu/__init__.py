@@ -69,6 +69,10 @@ from . import utils as utils  # noqa: E402  (torch_npu.utils.get_cann_version, a
 
 _serialization.register()
 
+from . import _dlpack  # noqa: E402
+
+_dlpack.register()
+
 from . import multiprocessing as multiprocessing  # noqa: E402  (torch_npu.multiprocessing, as in Ascend's)
 
 multiprocessing.init_reductions()
