@@ -3,8 +3,6 @@ CUDA (Note [Shallow-copy compatibility of npu tensors], csrc/aten/ShallowCopy.cp
 
 from __future__ import annotations
 
-import io
-
 import pytest
 import torch
 import torch_npu  # noqa: F401
@@ -134,12 +132,9 @@ def test_bad_device_leaves_the_module_unchanged():
     assert [(id(p), p.device) for p in model.parameters()] == before
 
 
-def test_state_dict_from_a_device_this_machine_lacks_needs_map_location(python_subprocess):
-    buffer = io.BytesIO()
-    torch.save(torch.nn.Linear(2, 2).to("npu:3").state_dict(), buffer)
-    path = f"/tmp/torch_npu_state_{id(buffer)}.pt"
-    with open(path, "wb") as f:
-        f.write(buffer.getvalue())
+def test_state_dict_from_a_device_this_machine_lacks_needs_map_location(python_subprocess, tmp_path):
+    path = str(tmp_path / "state.pt")
+    torch.save(torch.nn.Linear(2, 2).to("npu:3").state_dict(), path)
     code = f"""
         import torch, torch_npu
         model = torch.nn.Linear(2, 2)
