@@ -23,8 +23,10 @@ WORKER = Path(__file__).with_name("torchrun_worker.py")
 
 def torchrun_command(out_dir: Path, *args: str) -> list[str]:
     """The venv's torchrun (`python -m torch.distributed.run`) with `args`,
-    running the worker."""
-    return [sys.executable, "-m", "torch.distributed.run", *args, str(WORKER), str(out_dir)]
+    running the worker. Its agent's logs go under `out_dir`: by default it
+    makes a /tmp/torchelastic_* directory per run and never removes it."""
+    return [sys.executable, "-m", "torch.distributed.run", "--log-dir", str(out_dir / "torchrun-logs"),
+            *args, str(WORKER), str(out_dir)]
 
 
 def torchrun(out_dir: Path, *worker_args: str, timeout: float = 180) -> subprocess.CompletedProcess:
