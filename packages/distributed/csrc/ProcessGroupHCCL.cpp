@@ -332,15 +332,51 @@ ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Store> store, int ra
 ProcessGroupHCCL::~ProcessGroupHCCL() {
   watchdog_.reset(); // it watches the communicators destroyed below
   std::lock_guard<std::mutex> lock(mutex_);
+  destroy_communicators("before the group was destroyed");
+}
+
+void ProcessGroupHCCL::destroy_communicators(const std::string& when) {
   for (auto& [device, dc] : comms_) {
+    if (watchdog_) {
+      watchdog_->unwatch(dc.comm);
+    }
     try {
-      // Queued collectives still use the communicator.
+      // Queued collectives still use the communicator; each ends within the
+      // group's timeout (Note [HCCL timeouts]).
       dc.stream.synchronize();
+    } catch (const c10::Error& e) {
+      TORCH_WARN("ProcessGroupHCCL: a collective on npu:", static_cast<int>(device), " failed ",
+                 when, ": ", e.what_without_backtrace());
     } catch (const std::exception& e) {
-      TORCH_WARN("ProcessGroupHCCL: a collective on npu:", static_cast<int>(device),
-                 " failed before the group was destroyed: ", e.what());
+      TORCH_WARN("ProcessGroupHCCL: a collective on npu:", static_cast<int>(device), " failed ",
+                 when, ": ", e.what());
     }
     hccl().HcclCommDestroy(dc.comm);
+  }
+  comms_.clear();
+}
+
+void ProcessGroupHCCL::rebuild_communicators(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  destroy_communicators("before " + reason + " rebuilt the group's communicators");
+}
+
+void ProcessGroupHCCL::check_communicator_usable(c10::DeviceIndex device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = comms_.find(device);
+  if (it == comms_.end()) {
+    return;
+  }
+  HcclResult error = HCCL_SUCCESS;
+  check_hccl(hccl().HcclGetCommAsyncError(it->second.comm, &error), "HcclGetCommAsyncError");
+  if (error != HCCL_SUCCESS) {
+    C10_THROW_ERROR(DistBackendError,
+                    c10::str("ProcessGroupHCCL: rank ", getRank(), "'s hccl communicator of npu:",
+                             static_cast<int>(device), " has failed (", c10_npu::hccl::describe_error(error),
+                             ") and cannot be resumed: call "
+                             "torch_npu.distributed.reinit_process_group(group) on every rank "
+                             "(rebuild_link=True, the default) to create new communicators, or "
+                             "destroy the process group"));
   }
 }
 

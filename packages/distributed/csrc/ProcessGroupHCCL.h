@@ -68,6 +68,23 @@
 //     every config field. A collective whose peers do not all arrive within
 //     it fails, naming the collective, its sequence number and the missing
 //     ranks, and the communicator is aborted.
+//
+// Note [Rebuilding a group's communicators]
+// A communicator that failed (a rank died, collectives did not match, a
+// timeout) is aborted: every later collective of the group fails at once.
+// torch_npu.distributed.reinit_process_group(group) lets a job recover
+// without destroying the group, as torch_npu's does: every rank of the
+// group calls it at the same point, each destroys its communicators
+// (after its queued collectives have ended or failed: each is bounded by
+// the group's timeout), and the next collective creates new ones, together
+// on every rank as the first did. The new communicators take the next
+// root-info index, which every rank counts alike, so their store keys
+// never meet the old ones. A rank that does not call it keeps collectives
+// on the old communicator, which its peers no longer join: they time out,
+// naming it. reinit_process_group(rebuild_link=False) keeps the
+// communicators and checks that none has failed (torch_npu resumes them
+// after a device restart, which the simulator has no counterpart of); a
+// failed one raises, naming the rebuild.
 #pragma once
 
 #include <chrono>
@@ -235,6 +252,14 @@ class ProcessGroupHCCL : public c10d::Backend {
       at::Tensor& output, at::Tensor& input, const std::vector<int64_t>& inputSplitSizes,
       const c10d::ReduceOp& op);
 
+  // Note [Rebuilding a group's communicators]: destroys every communicator
+  // of the group; the next collective creates new ones. `reason` names the
+  // caller in the warning about a queued collective that failed.
+  void rebuild_communicators(const std::string& reason);
+  // Note [Rebuilding a group's communicators]: raises if the communicator
+  // of npu `device` (if it has one) has failed.
+  void check_communicator_usable(c10::DeviceIndex device);
+
  private:
   // One send or receive collected while coalescing.
   struct PeerOp {
@@ -270,6 +295,11 @@ class ProcessGroupHCCL : public c10d::Backend {
   // A send or receive of `tensors` (one tensor) with `peer`.
   c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor>& tensors, int peer,
                                                 bool send);
+
+  // Destroys every communicator of the group once its queued collectives
+  // have ended, warning about one that failed (`when` says when). The
+  // caller holds mutex_.
+  void destroy_communicators(const std::string& when);
 
   // Waits (Note [HCCL timeouts]) until every rank has reached the creation
   // of communicator `index`; raises naming the ranks that did not.

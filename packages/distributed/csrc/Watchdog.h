@@ -50,8 +50,8 @@ namespace c10d_npu {
 // group Python never destroys (before HCCL's static objects go).
 //
 // TORCH_NPU_TEST_STALL_WATCHDOG=1 is for tests only: the watchdog stops
-// beating after its first pass (it waits, as a hung call would, until the
-// group is destroyed).
+// beating after its first pass with a communicator to watch (it waits, as a
+// hung call would, until the group is destroyed).
 class Watchdog {
  public:
   // Starts the watchdog of rank `rank`'s group, and the monitor unless
@@ -65,6 +65,11 @@ class Watchdog {
   // Watches `comm`, the communicator of `device` (until the group is
   // destroyed: the watchdog stops before the communicators are).
   void watch(HcclComm comm, c10::Device device);
+  // Stops watching `comm`, before the group destroys it ahead of its own
+  // end (Note [Rebuilding a group's communicators], ProcessGroupHCCL.h).
+  // The watchdog queries under the same lock: once this returns, it no
+  // longer touches `comm`.
+  void unwatch(HcclComm comm);
   // Stops both threads (at the latest when the process exits, before
   // HCCL's static objects go). Called once.
   void stop();

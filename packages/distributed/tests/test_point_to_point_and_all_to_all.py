@@ -261,6 +261,49 @@ def test_uneven_collectives_refuse_bad_splits(tmp_path):
         assert "rank 0 sends 2 elements to rank 1, but rank 1 expects 3 from rank 0" in disagree
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_all_to_all_vc_follows_the_count_matrix(tmp_path, world):
+    # torch_npu.distributed.all_to_all_vc: matrix[i][j] elements go from rank
+    # i to rank j, every rank passing the whole matrix; the tensors are flat
+    # pieces of any shape.
+    outputs = run_ranks(tmp_path, """
+        from torch_npu.distributed import all_to_all_vc
+        matrix = [[(i + 2 * j) % 3 + (i == j) for j in range(world)] for i in range(world)]
+        def piece(src, dst, dtype):  # what rank src sends to rank dst
+            return torch.tensor([100 * src + 10 * dst + k for k in range(matrix[src][dst])], dtype=dtype)
+        for dtype in (torch.float32, torch.int64, torch.bfloat16):
+            send = torch.cat([piece(rank, dst, dtype) for dst in range(world)])
+            expected = torch.cat([piece(src, rank, dtype) for src in range(world)])
+            out = torch.full((expected.numel(),), -1, dtype=dtype).npu()
+            assert all_to_all_vc(out, send.npu(), matrix) is None
+            assert torch.equal(out.cpu(), expected), (dtype, out.cpu(), expected)
+        # N-d tensors are taken as their elements in order; async_op gives the work.
+        even = [[2] * world for _ in range(world)]
+        send = torch.arange(2.0 * world).reshape(world, 2) + 10 * rank
+        out = torch.empty(world, 2).npu()
+        all_to_all_vc(out, send.npu(), even, async_op=True).wait()
+        assert torch.equal(out.cpu(), torch.stack([torch.arange(2.0 * rank, 2.0 * rank + 2) + 10 * s
+                                                   for s in range(world)]))
+        def error_of(fn):
+            try:
+                fn()
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+            return "no error"
+        print(error_of(lambda: all_to_all_vc(out, send.npu(), even[1:])))
+        print(error_of(lambda: all_to_all_vc(out, torch.ones(3).npu(), even)))
+        print(error_of(lambda: all_to_all_vc(out, send.npu().t(), even)))
+        print(error_of(lambda: all_to_all_vc(out, send.npu(), [[-1] * world] * world)))
+        dist.destroy_process_group()
+    """, world=world)
+    for rank, out in enumerate(outputs):
+        shape, count, layout, negative = out.splitlines()
+        assert shape.startswith("ValueError") and f"must be {world} x {world}" in shape, shape
+        assert f"input has 3 elements, but row {rank} of send_count_matrix" in count, count
+        assert "input must be a contiguous npu tensor, got a non-contiguous tensor" in layout, layout
+        assert "non-negative integers" in negative, negative
+
+
 def test_subgroups_and_coalescing(tmp_path):
     outputs = run_ranks(tmp_path, """
         # Point-to-point in a group of ranks 1 and 2: peers are global ranks,

@@ -395,6 +395,55 @@ def test_mismatched_collectives_fail_every_rank_and_abort_the_group(tmp_path):
                 "called HcclAllReduce(count=6, float32, sum)") in shape, shape
 
 
+def test_reinit_process_group_rebuilds_failed_communicators(tmp_path):
+    # Note [Rebuilding a group's communicators]: after a mismatch aborted the
+    # group's communicator, every rank calls reinit_process_group and the
+    # group's collectives work again, without destroying it.
+    outputs = run_ranks(tmp_path, """
+        import torch_npu.distributed as npu_dist
+        def error_of(fn):
+            try:
+                fn()
+            except Exception as e:
+                return f"{type(e).__name__}: {e}".replace("\\n", " ")
+            return "no error"
+        assert dist.reinit_process_group is npu_dist.reinit_process_group  # as torch_npu patches it
+        t = torch.ones(1024).npu()
+        dist.all_reduce(t)
+        # Healthy: resuming keeps the communicators, and rebuilding them between
+        # matched collectives changes no result.
+        assert dist.reinit_process_group(rebuild_link=False) is None
+        assert dist.reinit_process_group() is dist.group.WORLD
+        dist.all_reduce(t)
+        print(t[:2].tolist())
+        if rank == 0:
+            dist.all_reduce(t)
+        else:
+            dist.broadcast(t, src=0)
+        print(error_of(torch.npu.synchronize).split(":")[0])
+        print(error_of(lambda: dist.all_reduce(t)).split(":")[0])
+        print(error_of(lambda: dist.reinit_process_group(rebuild_link=False)))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            dist.reinit_process_group()
+        # The failure was reported above, once: the rebuild does not repeat it.
+        print([str(w.message) for w in caught])
+        u = torch.full((4,), rank + 1.0).npu()
+        dist.all_reduce(u)
+        dist.broadcast(u, src=1)
+        print(u.tolist())
+        dist.destroy_process_group()
+    """)
+    for out in outputs:
+        before, failure, refusal, resume, warned, after = out.splitlines()
+        assert before == "[4.0, 4.0]"
+        assert failure == "RuntimeError" and refusal == "DistBackendError"
+        assert resume.startswith("DistBackendError") and "cannot be resumed" in resume, resume
+        assert "reinit_process_group(group) on every rank" in resume, resume
+        assert warned == "[]", warned
+        assert after == "[3.0, 3.0, 3.0, 3.0]"
+
+
 @pytest.mark.parametrize("first,handling", [("collective", None), ("send", None), ("send", "0")])
 def test_a_collective_facing_a_send_fails_both_ranks_at_once(tmp_path, first, handling):
     # Note [Point-to-point meets a collective] (simulator): rank 0

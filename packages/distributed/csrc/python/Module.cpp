@@ -32,7 +32,11 @@ PYBIND11_MODULE(_C, m) {
            &c10d_npu::ProcessGroupHCCL::reduce_scatter_tensor_uneven, py::arg("output"),
            py::arg("input"), py::arg("input_split_sizes"), py::arg("op"),
            "Rank r gets the reduction of every rank's input_split_sizes[r] rows for it.",
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def("_rebuild_communicators", &c10d_npu::ProcessGroupHCCL::rebuild_communicators,
+           py::arg("reason"), py::call_guard<py::gil_scoped_release>())
+      .def("_check_communicator_usable", &c10d_npu::ProcessGroupHCCL::check_communicator_usable,
+           py::arg("device"), py::call_guard<py::gil_scoped_release>());
 
   m.def("hccl_library", [] {
     // Loads HCCL (or says what is missing) and names the runtime it came with.

@@ -53,9 +53,11 @@ __all__ = [
     "ProcessGroupHCCL",
     "__version__",
     "all_gather_into_tensor_uneven",
+    "all_to_all_vc",
     "cmake_prefix_path",
     "is_hccl_available",
     "reduce_scatter_tensor_uneven",
+    "reinit_process_group",
 ]
 
 BACKEND_NAME = "hccl"
@@ -139,6 +141,87 @@ def reduce_scatter_tensor_uneven(output: torch.Tensor, input: torch.Tensor,
     return _finish(work, async_op)
 
 
+def all_to_all_vc(output: torch.Tensor, input: torch.Tensor,
+                  send_count_matrix: Sequence[Sequence[int]],
+                  group: dist.ProcessGroup | None = None,
+                  async_op: bool = False) -> dist.Work | None:
+    """All-to-all with per-pair element counts, as torch_npu's
+    ``torch_npu.distributed.all_to_all_vc`` (HCCL's HcclAlltoAllVC).
+
+    ``send_count_matrix[i][j]`` is the number of elements rank ``i`` sends to
+    rank ``j``; every rank passes the same matrix. ``input`` holds this rank's
+    pieces for ranks 0, 1, ... one after the other (row ``rank`` of the
+    matrix adds up to its element count), and ``output`` receives the pieces
+    from ranks 0, 1, ... the same way (column ``rank``). Both are contiguous
+    npu tensors of one dtype, of any shape, and must not overlap. Returns
+    the work if ``async_op``, else waits (the current stream does) and
+    returns None.
+    """
+    backend = _hccl_backend(group, input, "all_to_all_vc")
+    if backend is None:
+        return None
+    size, rank = backend.size(), backend.rank()
+    matrix = [list(row) for row in send_count_matrix]
+    if len(matrix) != size or any(len(row) != size for row in matrix):
+        raise ValueError(f"all_to_all_vc: send_count_matrix must be {size} x {size} (the group's "
+                         f"size), got {len(matrix)} rows of {[len(row) for row in matrix]} counts")
+    if any(not isinstance(n, int) or n < 0 for row in matrix for n in row):
+        raise ValueError("all_to_all_vc: send_count_matrix must hold non-negative integers")
+    sends, receives = matrix[rank], [row[rank] for row in matrix]
+    for name, tensor, counts, what in (("input", input, sends, "row"), ("output", output, receives, "column")):
+        if tensor.device.type != "npu" or not tensor.is_contiguous():
+            raise ValueError(f"all_to_all_vc: {name} must be a contiguous npu tensor, got "
+                             f"{'a non-contiguous' if tensor.device.type == 'npu' else 'a ' + tensor.device.type} tensor")
+        if tensor.numel() != sum(counts):
+            raise ValueError(f"all_to_all_vc: {name} has {tensor.numel()} elements, but {what} {rank} of "
+                             f"send_count_matrix (rank {rank}'s) adds up to {sum(counts)}")
+    if input.dtype != output.dtype:
+        raise ValueError(f"all_to_all_vc: input and output must have one dtype, got {input.dtype} and "
+                         f"{output.dtype}")
+    # As elements of flat views, the counts are the split sizes of an
+    # uneven all-to-all (HcclAlltoAllV, whose peers check each other's counts).
+    work = backend.alltoall_base(output.view(-1), input.view(-1), receives, sends, dist.AllToAllOptions())
+    return _finish(work, async_op)
+
+
+def reinit_process_group(group: dist.ProcessGroup | None = None,
+                         rebuild_link: bool = True) -> dist.ProcessGroup | None:
+    """Recovers a process group whose hccl communicators failed, without
+    destroying it, as torch_npu's ``torch.distributed.reinit_process_group``
+    (Note [Rebuilding a group's communicators], csrc/ProcessGroupHCCL.h).
+
+    With ``rebuild_link`` (the default), every rank of ``group`` (the default
+    group if None) calls it at the same point: each destroys its
+    communicators of the group, once its queued collectives have ended or
+    failed, and the next collective creates new ones. Returns the group.
+    Without it, the communicators of every group on the current device are
+    kept, and a failed one raises (it cannot be resumed); returns None.
+    """
+    if not rebuild_link:
+        device = torch.npu.current_device()
+        for pg in list(dist.distributed_c10d._world.pg_map):
+            try:
+                backend = pg._get_backend(torch.device("npu"))
+            except RuntimeError:  # the group has no backend for npu
+                continue
+            if isinstance(backend, ProcessGroupHCCL):
+                backend._check_communicator_usable(device)
+        return None
+    if group is None:
+        group = dist.distributed_c10d._get_default_group()
+    if dist.distributed_c10d._rank_not_in_group(group):
+        return group
+    try:
+        backend = group._get_backend(torch.device("npu"))
+    except RuntimeError as error:
+        raise ValueError(f"reinit_process_group: the group has no hccl backend for npu ({error})") from None
+    if not isinstance(backend, ProcessGroupHCCL):
+        raise ValueError(f"reinit_process_group rebuilds hccl communicators; the group's backend for npu "
+                         f"is {type(backend).__name__}")
+    backend._rebuild_communicators("reinit_process_group")
+    return group
+
+
 def _create_process_group_hccl(store: dist.Store, rank: int, size: int,
                                timeout: timedelta) -> ProcessGroupHCCL:
     """torch.distributed's constructor hook for ``init_process_group("hccl")``
@@ -179,3 +262,4 @@ def _initialize_plugin(torch_npu: ModuleType) -> None:
     # init_process_group() without a backend uses it for npu tensors.
     dist.Backend.register_backend(BACKEND_NAME, _create_process_group_hccl, devices=["npu"])
     dist.is_hccl_available = is_hccl_available
+    dist.reinit_process_group = reinit_process_group
