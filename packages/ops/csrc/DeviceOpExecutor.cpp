@@ -33,6 +33,7 @@
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/SyncDebugMode.h"
 
 namespace torch_npu_ops {
 namespace {
@@ -277,6 +278,9 @@ void run_on_npu(const c10::OperatorHandle& op, Stack* stack) {
   }
   const ExecutionPlan plan = plan_execution(op, args);
   if (plan.synchronous()) {
+    if (plan.waits_for_values) {
+      c10_npu::warn_or_error_on_sync(); // Note [Synchronizing operations]
+    }
     run_sync(plan.target, args, device, stream, stack);
     return;
   }

@@ -33,17 +33,14 @@ bool returns_only_tensors(const c10::FunctionSchema& schema) {
   return true;
 }
 
-// Ops whose output shapes only their CPU kernel knows: they depend on the
-// values of the inputs, or the meta kernel disagrees with the CPU kernel.
-bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>& args) {
+// Ops whose result sizes depend on the values of their inputs: the host
+// must wait for the data, as on CUDA (Note [Synchronizing operations],
+// npu/SyncDebugMode.h).
+bool sizes_depend_on_values(const c10::OperatorHandle& op, const std::vector<IValue>& args) {
   static const std::unordered_set<std::string_view> kNames = {
       "aten::nonzero", "aten::masked_select", "aten::_unique", "aten::_unique2",
       "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive",
-      "aten::argwhere", "aten::repeat_interleave", "aten::bincount", "aten::histc",
-      // The meta kernel sizes the auxiliary outputs (offset2bag, bag_size,
-      // max_indices) for every mode; the CPU kernel leaves some empty, and
-      // the backward reads them by their size: only the CPU's shapes do.
-      "aten::_embedding_bag", "aten::_embedding_bag_forward_only",
+      "aten::argwhere", "aten::repeat_interleave", "aten::bincount",
   };
   const auto& name = op.schema().name();
   if (kNames.count(name) > 0) {
@@ -52,6 +49,35 @@ bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>&
   // Conversions of a dense tensor to a sparse layout (to_sparse, ...): how
   // many elements the result specifies depends on the values.
   if (std::string_view(name).starts_with("aten::_to_sparse")) {
+    return true;
+  }
+  if (name == "aten::index") {
+    // Boolean masks select a data-dependent number of elements.
+    bool has_mask = false;
+    for (size_t i = 1; i < args.size(); ++i) {
+      for_each_tensor(args[i], [&](const at::Tensor& t) {
+        has_mask |= t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte);
+      });
+    }
+    return has_mask;
+  }
+  return false;
+}
+
+// Ops that run synchronously for want of a meta kernel that gives the CPU
+// kernel's outputs for these arguments: only the CPU kernel's will do.
+bool meta_kernel_disagrees(const c10::OperatorHandle& op, const std::vector<IValue>& args) {
+  static const std::unordered_set<std::string_view> kNames = {
+      // Synchronous since the executor's first version; its result size is
+      // `bins`, but with min == max its range comes from the data.
+      "aten::histc",
+      // The meta kernel sizes the auxiliary outputs (offset2bag, bag_size,
+      // max_indices) for every mode; the CPU kernel leaves some empty, and
+      // the backward reads them by their size: only the CPU's shapes do.
+      "aten::_embedding_bag", "aten::_embedding_bag_forward_only",
+  };
+  const auto& name = op.schema().name();
+  if (kNames.count(name) > 0) {
     return true;
   }
   // The meta kernels of the batch and layer norms follow CUDA's kernels: the
@@ -78,17 +104,12 @@ bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>&
     }
     return false;
   }
-  if (name == "aten::index") {
-    // Boolean masks select a data-dependent number of elements.
-    bool has_mask = false;
-    for (size_t i = 1; i < args.size(); ++i) {
-      for_each_tensor(args[i], [&](const at::Tensor& t) {
-        has_mask |= t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte);
-      });
-    }
-    return has_mask;
-  }
   return false;
+}
+
+// Ops whose output shapes only their CPU kernel knows.
+bool is_data_dependent(const c10::OperatorHandle& op, const std::vector<IValue>& args) {
+  return sizes_depend_on_values(op, args) || meta_kernel_disagrees(op, args);
 }
 
 // True if the call must resize an out= argument that overlaps itself (an
@@ -169,6 +190,7 @@ ExecutionPlan plan_execution(const c10::OperatorHandle& op, const std::vector<IV
     plan.outputs = infer_outputs(plan.target, args);
   }
   if (plan.outputs == nullptr) {
+    plan.waits_for_values = sizes_depend_on_values(op, args);
     // No meta kernel, or one that needs the data: run synchronously, which
     // also reports genuine argument errors at the call site.
     TORCH_CHECK(

@@ -28,6 +28,10 @@ struct ExecutionPlan {
   std::shared_ptr<const OutputSpec> outputs;
   // The out= overload that writes the op's fresh outputs, when it is used.
   std::optional<c10::OperatorHandle> out_op;
+  // Synchronous because the result sizes depend on the input values
+  // (nonzero, masked_select, ...): a synchronizing operation as on CUDA
+  // (Note [Synchronizing operations], npu/SyncDebugMode.h).
+  bool waits_for_values = false;
 
   bool synchronous() const {
     return outputs == nullptr;

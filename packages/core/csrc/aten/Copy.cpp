@@ -26,6 +26,7 @@
 #include "npu/NPUHostAllocator.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/SyncDebugMode.h"
 #include "npu/WorkAccesses.h"
 #include "npu/impl/AclInterface.h"
 
@@ -119,6 +120,9 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
   if (!(src.is_contiguous() && src.scalar_type() == dst.scalar_type() && src.sizes().equals(dst.sizes()))) {
     host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   }
+  if (!non_blocking) {
+    warn_or_error_on_sync(); // Note [Synchronizing operations]
+  }
   const bool async = non_blocking && host.is_same(src) && NPUHostAllocator::is_pinned_ptr(host.const_data_ptr());
   const size_t count = nbytes(host);
   // An idle stream is cheaper to synchronize with: the host then runs the
@@ -147,6 +151,10 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
 }
 
 void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  if (!non_blocking) {
+    // Before anything is queued: an error leaves no work writing into dst.
+    warn_or_error_on_sync(); // Note [Synchronizing operations]
+  }
   const NPUGuard guard(src.device());
   const NPUStream stream = getCurrentNPUStream(src.device().index());
   const at::Tensor device = contiguous_on_device(src, dst.scalar_type(), dst.sizes());

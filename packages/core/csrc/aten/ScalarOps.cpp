@@ -12,6 +12,7 @@
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
+#include "npu/SyncDebugMode.h"
 #include "npu/WorkAccesses.h"
 #include "npu/impl/AclInterface.h"
 
@@ -84,6 +85,8 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(
       self.numel() == 1, "a Tensor with ", self.numel(),
       " elements cannot be converted to Scalar");
+  // Before the copy is queued: an error leaves no work writing into `host`.
+  warn_or_error_on_sync(); // Note [Synchronizing operations]
   const NPUGuard guard(self.device());
   const NPUStream stream = getCurrentNPUStream(self.device().index());
   at::Tensor host = at::empty({}, self.options().device(c10::DeviceType::CPU));

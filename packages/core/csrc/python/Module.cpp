@@ -27,6 +27,7 @@
 #include "npu/NPUGenerator.h"
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUHostAllocator.h"
+#include "npu/SyncDebugMode.h"
 #include "npu/NPUStream.h"
 #include "npu/NPUWork.h"
 #include "npu/OpenMPThreads.h"
@@ -196,6 +197,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_can_device_access_peer", &can_device_access_peer);
   m.def("_utilization", &utilization);
   m.def("_launch_blocking", &launch_blocking);
+  m.def("_set_sync_debug_mode", [](int mode) { set_sync_debug_mode(static_cast<SyncDebugMode>(mode)); });
+  m.def("_get_sync_debug_mode", [] { return static_cast<int>(get_sync_debug_mode()); });
 
   // Streams are (stream_id, device_index) pairs, as in torch.Stream.
   m.def("_get_current_stream", [](c10::DeviceIndex d) { return pack_stream(getCurrentNPUStream(d)); });
