@@ -144,3 +144,61 @@ def test_sleep_takes_device_clock_cycles_like_torch_cuda():
     assert 45 <= start.elapsed_time(end) < 1000
     with pytest.raises(RuntimeError, match="cycles must be >= 0"):
         torch.npu._sleep(-1)
+
+
+def test_memory_and_allocator_names_of_torch_npu():
+    # torch_npu's torch.npu names that torch.cuda has too: the same answers
+    # as the names they stand for.
+    for name in ("memory_cached", "max_memory_cached", "reset_max_memory_cached", "memory_stats_as_nested_dict",
+                 "memory_snapshot", "host_empty_cache", "host_memory_stats_as_nested_dict",
+                 "reset_peak_host_memory_stats", "reset_accumulated_host_memory_stats", "get_allocator_backend",
+                 "NPUPluggableAllocator", "change_current_allocator"):
+        assert name in torch.npu.__all__ and hasattr(torch.npu, name), name
+    keep = torch.empty(1 << 20, device="npu")
+    assert torch.npu.memory_cached() == torch.npu.memory_reserved() > 0
+    assert torch.npu.max_memory_cached() == torch.npu.max_memory_reserved()
+    nested = torch.npu.memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["all"]["current"] == torch.npu.memory_stats()["allocated_bytes.all.current"]
+    segments = torch.npu.memory_snapshot()
+    assert isinstance(segments, list) and any(s["total_size"] >= keep.nbytes for s in segments)
+    with pytest.warns(FutureWarning, match="reset_peak_memory_stats"):
+        torch.npu.reset_max_memory_cached()
+    del keep
+    torch.npu.empty_cache()
+    assert torch.npu.max_memory_reserved() >= torch.npu.memory_reserved()
+    assert torch.npu.get_allocator_backend() == "native"
+
+    pinned = torch.ones(1 << 16).pin_memory()
+    host = torch.npu.host_memory_stats_as_nested_dict()
+    assert host["allocated_bytes"]["current"] == torch.npu.host_memory_stats()["allocated_bytes.current"] > 0
+    del pinned  # cached by the host allocator until host_empty_cache
+    assert torch.npu.host_memory_stats()["allocated_bytes.current"] > 0
+    torch.npu.host_empty_cache()
+    assert torch.npu.host_memory_stats()["allocated_bytes.current"] == 0
+    assert torch.npu.host_memory_stats()["allocated_bytes.peak"] > 0
+    torch.npu.reset_peak_host_memory_stats()
+    assert torch.npu.host_memory_stats()["allocated_bytes.peak"] == 0
+    assert torch.npu.host_memory_stats()["num_host_free"] > 0
+    torch.npu.reset_accumulated_host_memory_stats()
+    assert torch.npu.host_memory_stats()["num_host_free"] == 0
+
+
+def test_autocast_state_names_of_torch_npu():
+    assert not torch.npu.is_autocast_enabled()
+    with torch.autocast("npu", dtype=torch.bfloat16):
+        assert torch.npu.is_autocast_enabled() and torch.npu.get_autocast_dtype() == torch.bfloat16
+    assert not torch.npu.is_autocast_enabled()
+    before = torch.npu.get_autocast_dtype()
+    try:
+        torch.npu.set_autocast_dtype(torch.bfloat16)
+        assert torch.get_autocast_dtype("npu") == torch.bfloat16
+        torch.npu.set_autocast_enabled(True)
+        assert torch.is_autocast_enabled("npu")
+    finally:
+        torch.npu.set_autocast_enabled(False)
+        torch.npu.set_autocast_dtype(before)
+
+
+def test_current_blas_handle_says_npu_has_none():
+    with pytest.warns(UserWarning, match="NPU does not use blas handle"):
+        assert torch.npu.current_blas_handle() is None

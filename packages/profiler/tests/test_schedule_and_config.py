@@ -96,6 +96,25 @@ def test_experimental_config_accepts_the_documented_parameters():
     assert _ExperimentalConfig.from_dict(config.to_dict()).to_dict() == config.to_dict()
 
 
+def test_supported_sets_are_what_the_config_takes():
+    from torch_npu.profiler import supported_ai_core_metrics, supported_export_type, supported_profiler_level
+
+    assert supported_profiler_level() == {ProfilerLevel.Level_none, ProfilerLevel.Level0, ProfilerLevel.Level1,
+                                          ProfilerLevel.Level2}
+    assert len(supported_ai_core_metrics()) == 9 and AiCMetrics.L2Cache in supported_ai_core_metrics()
+    assert supported_export_type() == {ExportType.Text}
+    for level in supported_profiler_level():
+        for metric in supported_ai_core_metrics():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a metric below Level1 is reset, with a warning
+                _ExperimentalConfig(profiler_level=level, aic_metrics=metric)
+    for export in supported_export_type():
+        assert _ExperimentalConfig(export_type=[export]).export_type == [export]
+    for export in set(ExportType) - supported_export_type():
+        with pytest.raises(ValueError, match="not supported"):
+            _ExperimentalConfig(export_type=[export])
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(profiler_level="Level9"), ValueError, "profiler_level='Level9' is not one of"),
     (dict(aic_metrics="Everything"), ValueError, "aic_metrics"),

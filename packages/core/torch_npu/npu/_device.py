@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -163,3 +164,9 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     """Ascend 910B-class devices compute in bfloat16 natively."""
     return is_available()
 
+
+def current_blas_handle() -> None:
+    """None, with a warning: npu has no BLAS handle (torch_npu answers the
+    same; torch.cuda's returns cuBLAS's)."""
+    warnings.warn("NPU does not use blas handle.")
+    return None

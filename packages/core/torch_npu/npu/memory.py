@@ -41,6 +41,12 @@ def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
     return collections.OrderedDict(sorted(flat.items()))
 
 
+def memory_stats_as_nested_dict(device: _DeviceLike = None) -> dict[str, Any]:
+    """:func:`memory_stats` before flattening: ``{"allocated_bytes": {"all":
+    {"current": ...}}}``, as torch.cuda.memory_stats_as_nested_dict."""
+    return _C._memory_stats(_index(device))
+
+
 def memory_allocated(device: _DeviceLike = None) -> int:
     """Bytes of device memory occupied by tensors."""
     return memory_stats(device).get("allocated_bytes.all.current", 0)
@@ -68,6 +74,24 @@ def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
 
 def reset_max_memory_allocated(device: _DeviceLike = None) -> None:
     """Deprecated alias of reset_peak_memory_stats, kept for compatibility."""
+    reset_peak_memory_stats(device)
+
+
+def memory_cached(device: _DeviceLike = None) -> int:
+    """Deprecated name of :func:`memory_reserved` (as in torch.cuda)."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: _DeviceLike = None) -> int:
+    """Deprecated name of :func:`max_memory_reserved` (as in torch.cuda)."""
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_cached(device: _DeviceLike = None) -> None:
+    """Deprecated: calls :func:`reset_peak_memory_stats`, which resets every
+    peak statistic, and says so with a FutureWarning (as torch.cuda does)."""
+    warnings.warn("torch.npu.reset_max_memory_cached now calls torch.npu.reset_peak_memory_stats, "
+                  "which resets /all/ peak memory stats.", FutureWarning, stacklevel=2)
     reset_peak_memory_stats(device)
 
 
@@ -108,6 +132,29 @@ def host_memory_stats() -> dict[str, Any]:
     return collections.OrderedDict(sorted(flat.items()))
 
 
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    """:func:`host_memory_stats` before flattening."""
+    return _C._host_memory_stats()
+
+
+def host_empty_cache() -> None:
+    """Returns the pinned host memory that the host allocator caches and no
+    tensor uses to the system (as torch_npu's torch.npu.host_empty_cache)."""
+    _C._host_empty_cache()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Resets the "peak" statistics of :func:`host_memory_stats` to the
+    current values."""
+    _C._host_reset_peak_memory_stats()
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Resets the accumulated counters of :func:`host_memory_stats` (counts
+    and times of allocations and frees)."""
+    _C._host_reset_accumulated_memory_stats()
+
+
 # ---- memory history and snapshots (torch.cuda's format) -------------------
 
 def _record_memory_history(
@@ -146,6 +193,12 @@ def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:
     torch_npu.profiler.memory_viz``. ``device`` is accepted for torch.cuda's
     signature; every device is included."""
     return _C._npu_memory_snapshot()
+
+
+def memory_snapshot() -> list[dict[str, Any]]:
+    """The segments of every device's caching allocator, with their blocks
+    (``_snapshot()["segments"]``), as torch.cuda.memory_snapshot."""
+    return _snapshot()["segments"]
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
@@ -371,6 +424,19 @@ def change_current_allocator(allocator: NPUPluggableAllocator) -> None:
         raise TypeError("change_current_allocator: expected a torch.npu.memory.NPUPluggableAllocator, "
                         f"got {type(allocator).__name__}")
     _C._npu_changeCurrentAllocator(allocator.allocator())
+    global _allocator_backend
+    _allocator_backend = "pluggable"
+
+
+#: What get_allocator_backend reports; change_current_allocator sets it.
+_allocator_backend = "native"
+
+
+def get_allocator_backend() -> str:
+    """The allocator of npu tensors: ``"native"`` (the caching allocator) or
+    ``"pluggable"`` once :func:`change_current_allocator` installed one, as
+    torch.cuda.get_allocator_backend names them."""
+    return _allocator_backend
 
 
 def _set_allocator_settings(settings: str) -> None:

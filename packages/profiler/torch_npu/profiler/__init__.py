@@ -19,7 +19,16 @@ from types import ModuleType
 
 from . import dynamic_profile
 from .activity import ProfilerActivity, supported_activities
-from .experimental_config import AiCMetrics, ExportType, HostSystem, ProfilerLevel, _ExperimentalConfig
+from .experimental_config import (
+    AiCMetrics,
+    ExportType,
+    HostSystem,
+    ProfilerLevel,
+    _ExperimentalConfig,
+    supported_ai_core_metrics,
+    supported_export_type,
+    supported_profiler_level,
+)
 from .profiler import profile
 from .scheduler import ProfilerAction, Schedule, schedule
 from .trace_handler import tensorboard_trace_handler
@@ -40,6 +49,9 @@ __all__ = [
     "profile",
     "schedule",
     "supported_activities",
+    "supported_ai_core_metrics",
+    "supported_export_type",
+    "supported_profiler_level",
     "tensorboard_trace_handler",
 ]
 

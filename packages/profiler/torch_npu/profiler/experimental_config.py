@@ -54,6 +54,24 @@ class ExportType(_ValueEnum):
     Db = "db"
 
 
+def supported_profiler_level() -> set[ProfilerLevel]:
+    """The profiler levels ``_ExperimentalConfig`` takes here: all of them."""
+    return set(ProfilerLevel)
+
+
+def supported_ai_core_metrics() -> set[AiCMetrics]:
+    """The ``aic_metrics`` ``_ExperimentalConfig`` takes: every member (the
+    simulator has no AI Core counters to collect; the choice is kept with
+    the run's configuration)."""
+    return set(AiCMetrics)
+
+
+def supported_export_type() -> set[ExportType]:
+    """The export types a run can write here: Text only (torch_npu also
+    lists Db, which ``_ExperimentalConfig`` refuses here)."""
+    return {ExportType.Text}
+
+
 class HostSystem(_ValueEnum):
     """Host system metrics (``host_sys``; not collected on the simulator)."""
 
