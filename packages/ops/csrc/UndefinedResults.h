@@ -1,5 +1,5 @@
 // Results the CPU kernel returns undefined, where the meta kernel gives a
-// tensor.
+// tensor: the executor leaves them undefined too.
 //
 // Note [Results the CPU kernel leaves undefined]
 // _native_multi_head_attention with need_weights=False returns an undefined
@@ -13,7 +13,10 @@
 // meta kernel (Note [Meta kernels shape the CPU kernel's outputs]) and
 // returned tensor([]) where the CPU returns None, e.g. from an eval-mode
 // nn.MultiheadAttention(batch_first=True)(x, x, x, need_weights=False).
-// The executor leaves such results undefined, as the CPU kernel does.
+// Likewise native_batch_norm_backward and batch_norm_backward: their meta
+// kernel gives grad_input whatever output_mask says, where the CPU kernel
+// returns undefined results for the masked-out gradients. The executor
+// leaves such results undefined, as the CPU kernel does.
 #pragma once
 
 #include <ATen/core/function_schema.h>

@@ -54,3 +54,31 @@ def test_multihead_attention_fast_path_without_weights_gives_none():
         out, w = mha(xn, xn, xn, need_weights=False)
     assert w_cpu is None and w is None
     torch.testing.assert_close(out.cpu(), out_cpu)
+
+
+_MASKS = [(False, True, True), (False, False, True), (True, False, False), (True, True, True)]
+
+
+@pytest.mark.parametrize("mask", _MASKS, ids=lambda m: "".join("1" if b else "0" for b in m))
+@pytest.mark.parametrize("op", ["native_batch_norm_backward", "batch_norm_backward"])
+def test_batch_norm_backward_leaves_masked_gradients_undefined(op, mask):
+    torch.manual_seed(0)
+    x, grad = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4)
+    weight, mean, invstd = torch.randn(3), torch.randn(3), torch.rand(3) + 0.5
+
+    def run(device):
+        d = [t.to(device) for t in (grad, x, weight, mean, invstd)]
+        if op == "native_batch_norm_backward":
+            return torch.ops.aten.native_batch_norm_backward(d[0], d[1], d[2], None, None, d[3], d[4], True, 1e-5,
+                                                             list(mask))
+        reserve = torch.empty(0, device=device)
+        return torch.ops.aten.batch_norm_backward(d[0], d[1], d[2], None, None, d[3], d[4], True, 1e-5, list(mask),
+                                                  reserve)
+
+    expected = run("cpu")
+    for _ in range(2):
+        result = run("npu")
+        assert [r is None for r in result] == [e is None for e in expected] == [not m for m in mask]
+        for r, e in zip(result, expected):
+            if e is not None:
+                torch.testing.assert_close(r.cpu(), e)
