@@ -15,6 +15,7 @@
 #include "PythonMetaWarmup.h"
 #include "RangeFactoryOuts.h"
 #include "SharedStorages.h"
+#include "UndefinedResults.h"
 
 #include "IValueTensors.h"
 #include "SparseTensors.h"
@@ -231,6 +232,8 @@ std::shared_ptr<const OutputSpec> run_meta(const TranslatedOp& target, const std
   keep_bool_powers_bool(target.caller_schema, args, *spec);
   // Note [Results laid out as the CPU kernel lays them out]
   lay_out_as_the_cpu_kernel(target.caller_schema, args, *spec);
+  // Note [Results the CPU kernel leaves undefined]
+  leave_undefined_as_the_cpu_kernel(target.caller_schema, args, *spec);
   return spec;
 }
 
