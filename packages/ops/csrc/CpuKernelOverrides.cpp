@@ -17,7 +17,12 @@
 // - silu_backward, mish_backward and native_channel_shuffle: a
 //   CompositeImplicitAutograd kernel served the npu keys because npu had no
 //   kernel of its own; mode.values, whose explicit composite kernel accepts
-//   CPU, CUDA and XPU tensors only (torch.mode(x, out=...) failed on npu).
+//   CPU, CUDA and XPU tensors only (torch.mode(x, out=...) failed on npu);
+//   conj_physical_, whose explicit composite kernel (there is no CPU one)
+//   calls conj_physical's DispatchStub for the tensor's device, which has
+//   no npu entry: every conj_physical_ of a complex npu tensor, and so
+//   torch.svd(..., out=) of a complex one, failed with the stub's internal
+//   assert ("DispatchStub: missing kernel for npu").
 // - the multi-tensor ops (_foreach_*), whose composite kernel loops over
 //   the tensors on the host, one launch each.
 // Registering the executor for them runs their CPU kernel, as for every other
@@ -60,7 +65,7 @@ bool runs_a_composite_kernel_on_npu(const c10::OperatorHandle& op) {
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"mish_backward", "native_channel_shuffle", "silu_backward", "mode.values"}) {
+  for (const char* name : {"mish_backward", "native_channel_shuffle", "silu_backward", "mode.values", "conj_physical_"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_npu>());
   }
 }

@@ -94,9 +94,28 @@ bool is_contiguous_spec(const TensorSpec& spec) {
 // contiguous, and so did npu. The functional overload's meta kernel keeps
 // the layout: a contiguous out spec takes its strides when it is a dense
 // layout of the same sizes.
+// Not for the out= kernels that compute the functional result and copy it
+// into the out after resize_output, which makes it contiguous whatever the
+// result's layout (out_kernel_copies_the_functional_result).
+// Note [Out kernels that copy the functional result]: the CPU's FFT out=
+// kernels (_fft_c2c.out, _fft_r2c.out, _fft_c2r.out, reached by every
+// torch.fft function given an out=) and cholesky.out resize an out to
+// contiguous strides, where the functional FFTs lay a transformed dimension
+// out last in memory and cholesky column-major. npu gave the resized out
+// the functional layout: torch.fft.fft(x, dim=1, out=empty) or
+// torch.cholesky(a, out=empty) returned a transposed out (out.view(-1)
+// raised on npu), and only once the Python meta kernels were ready, so the
+// same call returned either layout depending on its timing.
+bool out_kernel_copies_the_functional_result(const c10::FunctionSchema& schema) {
+  static const std::unordered_set<std::string_view> kNames = {
+      "aten::_fft_c2c", "aten::_fft_r2c", "aten::_fft_c2r", "aten::cholesky",
+  };
+  return schema.overload_name() == "out" && kNames.count(schema.name()) > 0;
+}
+
 TensorSpec layout_of_a_resized_out(const c10::OperatorHandle& op, const std::vector<IValue>& args, size_t result,
                                    const TensorSpec& spec) {
-  if (!spec.defined || !is_contiguous_spec(spec)) {
+  if (!spec.defined || !is_contiguous_spec(spec) || out_kernel_copies_the_functional_result(op.schema())) {
     return spec;
   }
   const std::optional<c10::OperatorHandle> functional = functional_variant(op);

@@ -68,3 +68,56 @@ def test_an_out_of_the_right_size_keeps_its_own_layout():
     torch.abs(x.npu(), out=result)
     assert result.stride() == expected.stride()
     torch.testing.assert_close(result.cpu(), expected)
+
+
+def _spd(n):
+    a = torch.randn(n, n, dtype=torch.float64)
+    return (a @ a.mT + n * torch.eye(n, dtype=torch.float64)).float()
+
+
+# Note [Out kernels that copy the functional result]: these out= kernels copy
+# the functional result into an out they resize contiguous; the functional
+# FFTs lay a transformed dimension out last in memory, cholesky column-major.
+COPYING_OUTS = {
+    "fft": (lambda x, out: torch.fft.fft(x, dim=1, out=out), torch.complex64, torch.complex64),
+    "ifftn": (lambda x, out: torch.fft.ifftn(x, dim=(0, 1), out=out), torch.complex64, torch.complex64),
+    "rfft": (lambda x, out: torch.fft.rfft(x, dim=1, out=out), torch.float32, torch.complex64),
+    "irfft": (lambda x, out: torch.fft.irfft(x, dim=1, out=out), torch.complex64, torch.float32),
+    "hfft2": (lambda x, out: torch.fft.hfft2(x, dim=(1, 0), out=out), torch.complex64, torch.float32),
+    "ihfftn": (lambda x, out: torch.fft.ihfftn(x, out=out), torch.float32, torch.complex64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COPYING_OUTS))
+def test_an_fft_out_is_resized_contiguous(name):
+    fn, dtype, out_dtype = COPYING_OUTS[name]
+    x = torch.randn(5, 6, 7, dtype=dtype)
+    expected = torch.empty(0, dtype=out_dtype)
+    fn(x, expected)
+    for _ in range(2):  # the first call of a signature and a cached one
+        result = torch.empty(0, dtype=out_dtype, device="npu")
+        fn(x.npu(), result)
+        assert result.stride() == expected.stride()
+        assert result.is_contiguous()
+        torch.testing.assert_close(result.cpu(), expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated")
+def test_a_cholesky_out_is_resized_contiguous():
+    a = torch.stack([_spd(5), _spd(5)])
+    expected = torch.empty(0)
+    torch.cholesky(a, out=expected)
+    result = torch.empty(0, device="npu")
+    torch.cholesky(a.npu(), out=result)
+    assert result.stride() == expected.stride() == (25, 5, 1)
+    torch.testing.assert_close(result.cpu(), expected)
+    result.view(-1)  # a transposed out could not be viewed flat
+
+
+def test_a_functional_fft_keeps_the_cpu_layout():
+    # Only the resized out= changes: the functional result keeps its layout.
+    x = torch.randn(5, 6, 7, dtype=torch.complex64)
+    expected = torch.fft.fft(x, dim=1)
+    result = torch.fft.fft(x.npu(), dim=1)
+    assert result.stride() == expected.stride()
+    torch.testing.assert_close(result.cpu(), expected)
