@@ -59,6 +59,17 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_LOWER_PRECISION_FP(TORCH_NPU_LOWER_PRECISION_FP)
 #undef TORCH_NPU_LOWER_PRECISION_FP
 
+  // The fused evaluation paths of nn.MultiheadAttention and
+  // nn.TransformerEncoderLayer. torch declines them under CUDA's autocast
+  // only (its check, torch.is_autocast_enabled(), asks CUDA's state), so
+  // under npu autocast they ran uncast, in fp32, and returned fp32 where
+  // CUDA's unfused path returns the autocast dtype (and CPU autocast, whose
+  // kernels autocast their inner matmuls, too). Cast, they return it: the
+  // fused kernel then computes in the autocast dtype throughout, so the
+  // values are close to, not the bits of, CUDA's or the CPU's.
+  KERNEL_PRIVATEUSEONE(_native_multi_head_attention, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(_transformer_encoder_layer_fwd, lower_precision_fp)
+
   // Inputs cast to fp32: exp/log family, pow, norms, losses, distances,
   // upsampling.
 #define TORCH_NPU_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)

@@ -284,6 +284,34 @@ def test_nested_and_disabled_regions_restore_state():
     assert (a @ a).dtype == torch.float32
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_fused_attention_paths_autocast_as_the_unfused_ones(dtype):
+    # Eval-mode nn.MultiheadAttention and nn.TransformerEncoderLayer take
+    # their fused ops under npu autocast (torch declines them under CUDA's
+    # only). Those are cast: the outputs have the autocast dtype, as CUDA's
+    # unfused path and CPU autocast give, and values close to CPU autocast's.
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=dtype):
+            expected = [*mha(x, x, x), *mha(x, x, x, need_weights=False)[:1],
+                        layer(x), layer(x, src_key_padding_mask=padding)]
+        mha.npu(), layer.npu()
+        xn, pn = x.npu(), padding.npu()
+        with torch.autocast("npu", dtype=dtype):
+            got = [*mha(xn, xn, xn), *mha(xn, xn, xn, need_weights=False)[:1],
+                   layer(xn), layer(xn, src_key_padding_mask=pn)]
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == dtype == e.dtype
+        if e.is_nested:
+            g, e = g.to_padded_tensor(0.0), e.to_padded_tensor(0.0)
+        tolerance = 2e-2 if dtype == torch.bfloat16 else 3e-3
+        torch.testing.assert_close(g.cpu(), e, rtol=tolerance, atol=tolerance)
+
+
 def test_cpu_autocast_and_npu_autocast_are_independent():
     a, c = rand(3, 3), torch.randn(3, 3)
     with torch.autocast("cpu", dtype=torch.bfloat16):
