@@ -295,3 +295,29 @@ def test_strict_mode_allows_sparse_ops(python_subprocess_env):
     result = python_subprocess_env(code, {"TORCH_NPU_OPS_STRICT": "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "2 3.0"
+
+
+@pytest.mark.parametrize("dense_dims", [0, 1], ids=["coo", "hybrid"])
+@pytest.mark.parametrize("shape", [(3, 4, 5), (4, 5), (1, 4, 5)], ids=str)
+def test_sparse_broadcast_to_gives_the_cpus_tensor(dense_dims, shape):
+    # Its schema calls the result an alias of the input: it was refused as a
+    # view reaching the synchronous path.
+    cpu = dense_sample(shape=(1, 5)).to_sparse(2 - dense_dims)
+    expected = torch._sparse_broadcast_to(cpu, shape)
+    actual = torch._sparse_broadcast_to(cpu.npu(), shape)
+    assert actual.device.type == "npu"
+    assert_same_sparse(actual, expected)
+
+
+@pytest.mark.parametrize("mask_layout", [torch.sparse_coo, torch.sparse_csr], ids=str)
+@pytest.mark.parametrize("name", ["sum", "amax", "mean", "softmax"])
+def test_masked_ops_broadcast_a_sparse_mask_as_on_the_cpu(mask_layout, name):
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(1))
+    mask = torch.tensor([[True, False, True, True, False]])
+    op = getattr(torch.masked, name)
+
+    def run(device):
+        m = mask.to(device)
+        return op(x.to(device), 1, mask=m.to_sparse() if mask_layout == torch.sparse_coo else m.to_sparse_csr())
+
+    torch.testing.assert_close(run("npu").cpu(), run("cpu"), equal_nan=True)
