@@ -6,7 +6,6 @@
 #include <ATen/ops/_coalesced_native.h>
 #include <ATen/ops/_indices_native.h>
 #include <ATen/ops/_nnz_native.h>
-#include <ATen/ops/_sparse_broadcast_to_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
 #include <ATen/ops/_values_native.h>
@@ -152,10 +151,6 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_));
   m.impl("copy_sparse_to_sparse_", TORCH_FN(at::native::copy_sparse_));
   m.impl("zero_", TORCH_FN(at::native::zero_sparse_));
-  // Its schema calls the result an alias of the input (its values may be a
-  // view of the input's), so the executor refuses it; CUDA's kernel is this
-  // device-generic one too, computing new indices with dense ops.
-  m.impl("_sparse_broadcast_to", TORCH_FN(at::native::sparse_broadcast_to));
 }
 
 TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
