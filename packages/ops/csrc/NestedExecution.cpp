@@ -9,6 +9,7 @@
 #include "DeviceOpExecutor.h"
 #include "KernelArguments.h"
 #include "OpTranslation.h"
+#include "SchemaAliases.h"
 #include "SynchronousExecution.h"
 #include "npu/NPUGuardImpl.h"
 #include "npu/NPUStream.h"
@@ -16,23 +17,6 @@
 namespace torch_npu_ops {
 
 namespace {
-
-// Whether `info` marks an alias that is read, not written: a view. A list of
-// views (unbind's `Tensor(a)[]`) has its alias set on the list's elements.
-bool is_view_alias(const c10::AliasInfo* info) {
-  if (info == nullptr) {
-    return false;
-  }
-  if (!info->beforeSets().empty() && !info->isWrite()) {
-    return true;
-  }
-  for (const c10::AliasInfo& element : info->containedTypes()) {
-    if (is_view_alias(&element)) {
-      return true;
-    }
-  }
-  return false;
-}
 
 // Ops whose CPU nested kernel works on nested tensors of any device, run on
 // the npu tensors themselves:
@@ -47,16 +31,6 @@ bool cpu_kernel_is_device_generic(const c10::FunctionSchema& schema) {
   return schema.overload_name().empty() &&
          (name == "aten::_nested_tensor_size" || name == "aten::_nested_tensor_strides" ||
           name == "aten::_nested_tensor_storage_offsets" || name == "aten::copy_");
-}
-
-// Whether `schema` returns views of its arguments.
-bool returns_views(const c10::FunctionSchema& schema) {
-  for (const c10::Argument& ret : schema.returns()) {
-    if (is_view_alias(ret.alias_info())) {
-      return true;
-    }
-  }
-  return false;
 }
 
 } // namespace

@@ -23,4 +23,31 @@ inline int aliased_argument(const c10::FunctionSchema& schema, const c10::Argume
   return -1;
 }
 
+// Whether `info` marks an alias that is read, not written: a view. A list of
+// views (unbind's `Tensor(a)[]`) has its alias set on the list's elements.
+inline bool is_view_alias(const c10::AliasInfo* info) {
+  if (info == nullptr) {
+    return false;
+  }
+  if (!info->beforeSets().empty() && !info->isWrite()) {
+    return true;
+  }
+  for (const c10::AliasInfo& element : info->containedTypes()) {
+    if (is_view_alias(&element)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether `schema` returns views of its arguments.
+inline bool returns_views(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& ret : schema.returns()) {
+    if (is_view_alias(ret.alias_info())) {
+      return true;
+    }
+  }
+  return false;
+}
+
 } // namespace torch_npu_ops

@@ -19,6 +19,7 @@
 #include "DeviceChecks.h"
 #include "DeviceOpExecutor.h"
 #include "ExecutionCounters.h"
+#include "IValueTensors.h"
 #include "KernelAllocator.h"
 #include "KernelArguments.h"
 #include "LaunchSite.h"
@@ -105,9 +106,31 @@ void run_sparse_async(const TranslatedOp& target, const std::vector<IValue>& arg
   count(ExecutionPath::DeviceAsync, schema.name());
 }
 
+// The CPU dispatch key of the sparse layout among `schema`'s arguments on top
+// of `stack`: SparseCPU for a COO tensor, SparseCsrCPU for a compressed one.
+c10::DispatchKey sparse_cpu_key(const c10::FunctionSchema& schema, const Stack& stack) {
+  bool coo = false;
+  for (const IValue& arg : torch::jit::last(stack, schema.arguments().size())) {
+    for_each_tensor(arg, [&](const at::Tensor& t) { coo = coo || (t.defined() && t.layout() == c10::kSparse); });
+  }
+  return coo ? c10::DispatchKey::SparseCPU : c10::DispatchKey::SparseCsrCPU;
+}
+
 } // namespace
 
 void run_sparse_on_npu(const c10::OperatorHandle& op, Stack* stack) {
+  if (returns_views(op.schema())) {
+    // A view of a sparse tensor (permute, unsqueeze, view_as_real, select of
+    // a compressed tensor, _sparse_broadcast_to) is a sparse tensor whose
+    // members are views of the input's or made from them by dense ops: the
+    // CPU's kernels, which are CUDA's too, make it on any device. Run as
+    // device work, they would return a copy (refused by run_sync).
+    const c10::DispatchKey cpu_key = sparse_cpu_key(op.schema(), *stack);
+    if (op.hasKernelForDispatchKey(cpu_key)) {
+      op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
+      return;
+    }
+  }
   std::vector<IValue> args = pop_arguments(op.schema(), stack);
   const c10::Device device = checked_op_device(op.schema(), args);
   const c10_npu::NPUGuard guard(device);

@@ -295,3 +295,90 @@ def test_strict_mode_allows_sparse_ops(python_subprocess_env):
     result = python_subprocess_env(code, {"TORCH_NPU_OPS_STRICT": "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "2 3.0"
+
+
+@pytest.mark.parametrize("dense_dims", [0, 1], ids=["coo", "hybrid"])
+@pytest.mark.parametrize("shape", [(3, 4, 5), (4, 5), (1, 4, 5)], ids=str)
+def test_sparse_broadcast_to_gives_the_cpus_tensor(dense_dims, shape):
+    # Its schema calls the result an alias of the input: it was refused as a
+    # view reaching the synchronous path.
+    cpu = dense_sample(shape=(1, 5)).to_sparse(2 - dense_dims)
+    expected = torch._sparse_broadcast_to(cpu, shape)
+    actual = torch._sparse_broadcast_to(cpu.npu(), shape)
+    assert actual.device.type == "npu"
+    assert_same_sparse(actual, expected)
+
+
+@pytest.mark.parametrize("mask_layout", [torch.sparse_coo, torch.sparse_csr], ids=str)
+@pytest.mark.parametrize("name", ["sum", "amax", "mean", "softmax"])
+def test_masked_ops_broadcast_a_sparse_mask_as_on_the_cpu(mask_layout, name):
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(1))
+    mask = torch.tensor([[True, False, True, True, False]])
+    op = getattr(torch.masked, name)
+
+    def run(device):
+        m = mask.to(device)
+        return op(x.to(device), 1, mask=m.to_sparse() if mask_layout == torch.sparse_coo else m.to_sparse_csr())
+
+    torch.testing.assert_close(run("npu").cpu(), run("cpu"), equal_nan=True)
+
+
+SPARSE_VIEWS = {
+    "permute": lambda t: t.to_sparse().permute(1, 0),
+    "unsqueeze": lambda t: t.to_sparse().unsqueeze(1),
+    "view_as_real": lambda t: torch.view_as_real(t.to(torch.complex64).to_sparse()),
+    "view_as_complex": lambda t: torch.view_as_complex(torch.stack([t, -t], -1).to_sparse(2)),
+    "csr_select_row": lambda t: t.to_sparse_csr().select(0, 2),
+    "csr_select_column": lambda t: t.to_sparse_csr().select(1, 3),
+}
+
+
+@pytest.mark.parametrize("name", SPARSE_VIEWS)
+def test_sparse_views_give_the_cpus_tensors_sharing_the_inputs_values(name):
+    # Their schemas return an alias of the input: as device work they were
+    # refused (a copy would lose writes through the view).
+    x = dense_sample()
+    view = SPARSE_VIEWS[name]
+    expected, actual = view(x), view(x.npu())
+    assert actual.device.type == "npu"
+    torch.testing.assert_close(actual.to_dense().cpu(), expected.to_dense(), rtol=0, atol=0)
+
+
+def test_a_sparse_views_values_are_the_inputs():
+    s = dense_sample().npu().to_sparse()
+    s.permute(1, 0)._values().mul_(2)
+    torch.testing.assert_close(s.to_dense().cpu(), dense_sample() * 2, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("is_coalesced", [None, True, False])
+def test_coo_invariant_checks_accept_a_valid_npu_tensor(is_coalesced):
+    # The checks flatten the indices (at::sparse::flatten_indices), whose
+    # dispatch stub had no npu entry: a valid tensor raised an internal assert.
+    indices, values = torch.tensor([[0, 1, 2], [2, 0, 3]]), torch.tensor([1.0, 2.0, 3.0])
+    expected = torch.sparse_coo_tensor(indices, values, (3, 4), check_invariants=True, is_coalesced=is_coalesced)
+    actual = torch.sparse_coo_tensor(
+        indices.npu(), values.npu(), (3, 4), check_invariants=True, is_coalesced=is_coalesced
+    )
+    assert_same_sparse(actual, expected)
+
+
+@pytest.mark.parametrize("indices", [[[0, 0], [1, 1]], [[1, 0], [1, 1]]], ids=["duplicate", "unsorted"])
+def test_coo_invariant_checks_refuse_uncoalesced_indices_called_coalesced(indices):
+    for device in ("cpu", "npu"):
+        with pytest.raises(RuntimeError, match="uncoalesced COO tensor"):
+            torch.sparse_coo_tensor(
+                torch.tensor(indices, device=device), torch.tensor([1.0, 2.0], device=device), (2, 2),
+                check_invariants=True, is_coalesced=True,
+            )
+
+
+def test_masked_sum_with_a_broadcast_coo_mask_under_invariant_checks():
+    # PyTorch's TestCase turns the checks on: torch.masked with a broadcast
+    # COO mask made a coalesced COO tensor on npu and failed there.
+    x = torch.randn(3, 2, 1, 2, generator=torch.Generator().manual_seed(2))
+    mask = torch.zeros(3, 2, 1, 1, dtype=torch.bool)
+    mask[0, 0], mask[1, 1], mask[2, 0] = True, True, True
+    with torch.sparse.check_sparse_tensor_invariants():
+        expected = torch.masked.sum(x, 1, mask=mask.to_sparse())
+        actual = torch.masked.sum(x.npu(), 1, mask=mask.npu().to_sparse())
+    torch.testing.assert_close(actual.cpu(), expected)
