@@ -209,6 +209,22 @@ uint64_t memory_layout_class(const at::Tensor& t) {
   return 4;
 }
 
+// Which dimensions of an empty tensor have size 0, for call signatures:
+// CPU kernels refuse by position (the pools' "Expected input to have
+// non-zero size for non-batch dimensions" takes an empty batch but not an
+// empty channel dimension), so that a clean call with an empty batch must
+// not let one with an empty channel dimension through unverified.
+uint64_t empty_dims_mask(const at::Tensor& t) {
+  uint64_t mask = 0;
+  const auto sizes = t.sizes();
+  for (size_t d = 0; d < sizes.size() && d < 60; ++d) {
+    if (sizes[d] == 0) {
+      mask |= uint64_t{1} << d;
+    }
+  }
+  return 0xE000000000000000ULL ^ mask;
+}
+
 } // namespace
 
 uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IValue>& args) {
@@ -228,6 +244,9 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
     signature.add((static_cast<uint64_t>(t.scalar_type()) << 40) | (static_cast<uint64_t>(t.layout()) << 32) |
                   (memory_layout_class(t) << 24) | (static_cast<uint64_t>(t.dim()) << 1) |
                   (t.numel() == 0 ? 1 : 0));
+    if (t.numel() == 0) {
+      signature.add(empty_dims_mask(t));
+    }
   };
   if (shares_npu_storage(args)) {
     // Overlapping arguments: a kernel may refuse them (SharedStorages.h).
