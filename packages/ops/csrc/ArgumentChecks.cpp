@@ -10,6 +10,7 @@
 // earlier check of the CPU kernel would fail first, the kernel is left to
 // raise that one.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/FractionalMaxPooling.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/isfinite.h>
@@ -80,6 +81,31 @@ void linalg_eig_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   run_on_npu(op, stack);
 }
 
+// fractional_max_pool3d (and .output): the CPU kernel checks _random_samples
+// against the input (its batch, its channels, three samples a plane) by
+// size; the Python meta kernel, active once torch._dynamo is imported, does
+// not, and the signature leaves sizes out. ATen's own check, made here where
+// the CPU kernel makes it: after the input's rank and sizes passed its
+// meta function's checks.
+void fractional_max_pool3d_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  const c10::IValue& self = (*stack)[first];
+  const c10::IValue& random_samples = (*stack)[first + 3];
+  if (self.isTensor() && random_samples.isTensor()) {
+    const at::Tensor& input = self.toTensor();
+    const at::Tensor& samples = random_samples.toTensor();
+    bool planes = input.dim() == 4 || input.dim() == 5;
+    for (int64_t d = input.dim() - 4; planes && d < input.dim(); ++d) {
+      planes = input.size(d) > 0; // else the CPU's meta function raises first
+    }
+    if (planes && samples.defined()) {
+      at::native::fractional_max_pool_check_shape</*ndim=*/3>(input, samples);
+    }
+  }
+  run_on_npu(op, stack);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -88,6 +114,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("randperm.generator_out", torch::CppFunction::makeFromBoxedFunction<&randperm_on_npu>());
   m.impl("multinomial", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
   m.impl("multinomial.out", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
+  m.impl("fractional_max_pool3d", torch::CppFunction::makeFromBoxedFunction<&fractional_max_pool3d_on_npu>());
+  m.impl("fractional_max_pool3d.output",
+         torch::CppFunction::makeFromBoxedFunction<&fractional_max_pool3d_on_npu>());
 }
 
 } // namespace torch_npu_ops
