@@ -19,22 +19,34 @@ namespace {
 // LayerNorm output), and Inductor's stride assertion after the extern
 // kernel stopped the compiled backward. The gradients of input and weight
 // are therefore returned contiguous, as the rule says; the bias gradient is
-// 1-d.
-void convolution_backward_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  run_on_npu(op, stack);
-  constexpr size_t kReturns = 3;
-  for (size_t i = 0; i < 2; ++i) {
-    c10::IValue& result = (*stack)[stack->size() - kReturns + i];
+// 1-d. So is the forward's output: the meta kernel lays it out contiguous,
+// but a convolution run synchronously (Note [Python meta kernels and the
+// first op]: the first ops of a process, before the meta kernels are ready)
+// took the CPU kernel's layout, channels-last for a channels-last input, so
+// that the same convolution returned another layout a second later.
+void make_results_contiguous(torch::jit::Stack* stack, size_t returns, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    c10::IValue& result = (*stack)[stack->size() - returns + i];
     if (result.isTensor() && result.toTensor().defined() && !result.toTensor().is_contiguous()) {
       result = result.toTensor().contiguous();
     }
   }
 }
 
+void convolution_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_on_npu(op, stack);
+  make_results_contiguous(stack, /*returns=*/1, /*count=*/1);
+}
+
+void convolution_backward_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_on_npu(op, stack);
+  make_results_contiguous(stack, /*returns=*/3, /*count=*/2);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&run_on_npu>());
+  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&convolution_on_npu>());
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_on_npu>());
 }
