@@ -106,6 +106,25 @@ void fractional_max_pool3d_on_npu(const c10::OperatorHandle& op, torch::jit::Sta
   run_on_npu(op, stack);
 }
 
+// embedding_dense_backward: the CPU (and CUDA) kernel views the gradient as
+// one row per index, so a gradient whose size does not match the indices is
+// refused by that view; the Python meta kernel does not check it, and the
+// signature leaves sizes out. The same view, of a meta tensor, gives the
+// CPU's error at the call (after the kernel's check of the indices' dtype).
+void embedding_dense_backward_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  const c10::IValue& grad = (*stack)[first];
+  const c10::IValue& indices = (*stack)[first + 1];
+  if (grad.isTensor() && indices.isTensor() && grad.toTensor().defined() && indices.toTensor().defined() &&
+      grad.toTensor().dim() > 0 &&
+      (indices.toTensor().scalar_type() == at::kLong || indices.toTensor().scalar_type() == at::kInt)) {
+    const at::Tensor& g = grad.toTensor();
+    at::empty(g.sizes(), g.options().device(c10::DeviceType::Meta)).view({indices.toTensor().numel(), g.size(-1)});
+  }
+  run_on_npu(op, stack);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -114,6 +133,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("randperm.generator_out", torch::CppFunction::makeFromBoxedFunction<&randperm_on_npu>());
   m.impl("multinomial", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
   m.impl("multinomial.out", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
+  m.impl("embedding_dense_backward",
+         torch::CppFunction::makeFromBoxedFunction<&embedding_dense_backward_on_npu>());
   m.impl("fractional_max_pool3d", torch::CppFunction::makeFromBoxedFunction<&fractional_max_pool3d_on_npu>());
   m.impl("fractional_max_pool3d.output",
          torch::CppFunction::makeFromBoxedFunction<&fractional_max_pool3d_on_npu>());
