@@ -10,6 +10,7 @@
 // earlier check of the CPU kernel would fail first, the kernel is left to
 // raise that one.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/FractionalMaxPooling.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/isfinite.h>
@@ -80,6 +81,50 @@ void linalg_eig_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   run_on_npu(op, stack);
 }
 
+// fractional_max_pool3d (and .output): the CPU kernel checks _random_samples
+// against the input (its batch, its channels, three samples a plane) by
+// size; the Python meta kernel, active once torch._dynamo is imported, does
+// not, and the signature leaves sizes out. ATen's own check, made here where
+// the CPU kernel makes it: after the input's rank and sizes passed its
+// meta function's checks.
+void fractional_max_pool3d_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  const c10::IValue& self = (*stack)[first];
+  const c10::IValue& random_samples = (*stack)[first + 3];
+  if (self.isTensor() && random_samples.isTensor()) {
+    const at::Tensor& input = self.toTensor();
+    const at::Tensor& samples = random_samples.toTensor();
+    bool planes = input.dim() == 4 || input.dim() == 5;
+    for (int64_t d = input.dim() - 4; planes && d < input.dim(); ++d) {
+      planes = input.size(d) > 0; // else the CPU's meta function raises first
+    }
+    if (planes && samples.defined()) {
+      at::native::fractional_max_pool_check_shape</*ndim=*/3>(input, samples);
+    }
+  }
+  run_on_npu(op, stack);
+}
+
+// embedding_dense_backward: the CPU (and CUDA) kernel views the gradient as
+// one row per index, so a gradient whose size does not match the indices is
+// refused by that view; the Python meta kernel does not check it, and the
+// signature leaves sizes out. The same view, of a meta tensor, gives the
+// CPU's error at the call (after the kernel's check of the indices' dtype).
+void embedding_dense_backward_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t first = stack->size() - arguments.size();
+  const c10::IValue& grad = (*stack)[first];
+  const c10::IValue& indices = (*stack)[first + 1];
+  if (grad.isTensor() && indices.isTensor() && grad.toTensor().defined() && indices.toTensor().defined() &&
+      grad.toTensor().dim() > 0 &&
+      (indices.toTensor().scalar_type() == at::kLong || indices.toTensor().scalar_type() == at::kInt)) {
+    const at::Tensor& g = grad.toTensor();
+    at::empty(g.sizes(), g.options().device(c10::DeviceType::Meta)).view({indices.toTensor().numel(), g.size(-1)});
+  }
+  run_on_npu(op, stack);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -88,6 +133,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("randperm.generator_out", torch::CppFunction::makeFromBoxedFunction<&randperm_on_npu>());
   m.impl("multinomial", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
   m.impl("multinomial.out", torch::CppFunction::makeFromBoxedFunction<&multinomial_on_npu>());
+  m.impl("embedding_dense_backward",
+         torch::CppFunction::makeFromBoxedFunction<&embedding_dense_backward_on_npu>());
+  m.impl("fractional_max_pool3d", torch::CppFunction::makeFromBoxedFunction<&fractional_max_pool3d_on_npu>());
+  m.impl("fractional_max_pool3d.output",
+         torch::CppFunction::makeFromBoxedFunction<&fractional_max_pool3d_on_npu>());
 }
 
 } // namespace torch_npu_ops

@@ -209,6 +209,34 @@ uint64_t memory_layout_class(const at::Tensor& t) {
   return 4;
 }
 
+// The memory format a CPU kernel reads off a 4-d or 5-d tensor
+// (suggest_memory_format), for call signatures: with dimensions of size one
+// it can differ from memory_layout_class (a tensor can be both channels-last
+// and not strides-like channels-last), and kernels refuse by it (max_pool3d
+// of a 4-d channels-last tensor: "Unsupported memory format").
+uint64_t suggested_format_class(const at::Tensor& t) {
+  if (t.layout() != c10::kStrided || t.is_nested() || (t.dim() != 4 && t.dim() != 5)) {
+    return 0;
+  }
+  return 1 + static_cast<uint64_t>(t.suggest_memory_format());
+}
+
+// Which dimensions of an empty tensor have size 0, for call signatures:
+// CPU kernels refuse by position (the pools' "Expected input to have
+// non-zero size for non-batch dimensions" takes an empty batch but not an
+// empty channel dimension), so that a clean call with an empty batch must
+// not let one with an empty channel dimension through unverified.
+uint64_t empty_dims_mask(const at::Tensor& t) {
+  uint64_t mask = 0;
+  const auto sizes = t.sizes();
+  for (size_t d = 0; d < sizes.size() && d < 60; ++d) {
+    if (sizes[d] == 0) {
+      mask |= uint64_t{1} << d;
+    }
+  }
+  return 0xE000000000000000ULL ^ mask;
+}
+
 } // namespace
 
 uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IValue>& args) {
@@ -226,8 +254,12 @@ uint64_t call_signature(const c10::FunctionSchema& schema, const std::vector<IVa
       return;
     }
     signature.add((static_cast<uint64_t>(t.scalar_type()) << 40) | (static_cast<uint64_t>(t.layout()) << 32) |
-                  (memory_layout_class(t) << 24) | (static_cast<uint64_t>(t.dim()) << 1) |
+                  (suggested_format_class(t) << 28) | (memory_layout_class(t) << 24) |
+                  (static_cast<uint64_t>(t.dim()) << 1) |
                   (t.numel() == 0 ? 1 : 0));
+    if (t.numel() == 0) {
+      signature.add(empty_dims_mask(t));
+    }
   };
   if (shares_npu_storage(args)) {
     // Overlapping arguments: a kernel may refuse them (SharedStorages.h).

@@ -59,7 +59,8 @@ std::vector<c10::IValue> cpu_arguments(
 torch::jit::Stack as_stack(const std::vector<c10::IValue>& args, size_t count = SIZE_MAX);
 
 // What decides whether the CPU kernel of a call can fail (Note [Errors at
-// the call]): the op; each tensor's dtype, layout, rank, emptiness and memory order
+// the call]): the op; each tensor's dtype, layout, rank, which of its dimensions
+// are empty, and its memory order
 // (contiguous, channels-last, or otherwise: kernels refuse by it); and
 // the arguments checked by value (booleans, strings, dtypes, floating-point
 // scalars such as uniform_'s bounds, random_'s integer bounds), other

@@ -41,6 +41,26 @@ void restride_as_tensor_iterator(TensorSpec& result, const at::Tensor& a, const 
   }
 }
 
+// The strides of `result`, a result of an unbatched (4-d) 3-d pool, as the
+// CPU kernel lays it out: it pools the input with a batch dimension of one,
+// so an input that is channels-last-3d once unsqueezed gives results in that
+// order, without the batch dimension.
+void restride_unbatched_channels_last_3d(TensorSpec& result, const at::Tensor& self) {
+  if (!result.defined || result.sizes.size() != 4) {
+    return;
+  }
+  const at::Tensor batched = meta_like(self).unsqueeze(0);
+  if (batched.is_contiguous() || !batched.is_contiguous(c10::MemoryFormat::ChannelsLast3d)) {
+    return;
+  }
+  std::vector<int64_t> sizes{1};
+  sizes.insert(sizes.end(), result.sizes.begin(), result.sizes.end());
+  const at::Tensor laid_out = at::empty(
+      sizes, at::TensorOptions().device(c10::DeviceType::Meta).dtype(result.dtype), c10::MemoryFormat::ChannelsLast3d);
+  result.strides.assign(laid_out.strides().begin() + 1, laid_out.strides().end());
+  result.storage_offset = 0;
+}
+
 } // namespace
 
 void lay_out_as_the_cpu_kernel(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
@@ -69,6 +89,14 @@ void lay_out_as_the_cpu_kernel(const c10::FunctionSchema& schema, const std::vec
   } else if (name == "aten::max_unpool2d") {
     if (self.dim() == 4 && spec[0].size() == 1) {
       restride(spec[0][0], self.suggest_memory_format());
+    }
+  } else if (name == "aten::max_pool3d_with_indices") {
+    if (self.dim() == 4) {
+      for (auto& results : spec) {
+        for (TensorSpec& result : results) {
+          restride_unbatched_channels_last_3d(result, self);
+        }
+      }
     }
   } else if (name == "aten::log_sigmoid_forward" || name == "aten::rrelu_with_noise") {
     for (auto& results : spec) {

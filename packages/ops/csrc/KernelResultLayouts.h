@@ -8,6 +8,10 @@
 //   result in the input's suggested memory order (channels-last in,
 //   channels-last out); their meta kernels give a contiguous result;
 // - max_unpool2d: likewise for a batched (4-d) input;
+// - max_pool3d_with_indices of an unbatched (4-d) input that is
+//   channels-last-3d once unsqueezed (a channels-last-3d batch of one,
+//   squeezed): the CPU kernel pools it with a batch of one and returns
+//   results in that order; the Python meta kernel makes them contiguous;
 // - log_sigmoid_forward (output and buffer) and rrelu_with_noise: the CPU
 //   kernels make contiguous results; the Python meta kernels keep the
 //   input's strides (F.logsigmoid and F.rrelu of a transposed tensor).
