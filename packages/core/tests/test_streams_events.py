@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import threading
 
 import pytest
@@ -63,6 +65,58 @@ def test_query_is_false_while_work_is_pending():
     assert not event.query()
     s.synchronize()
     assert s.query() and event.query()
+
+
+@functools.cache
+def _stream_made_elsewhere() -> int:
+    """A stream another library made: aclrtCreateStream called through
+    ctypes on the runtime this process uses (the simulator). Made once and
+    kept: work of the tests may still name it in the caching allocator."""
+    runtime = ctypes.CDLL(torch_npu._C._runtime_library())  # loaded already: dlopen returns it
+    handle = ctypes.c_void_p()
+    torch.npu.synchronize()  # this thread's device is set in the runtime
+    assert runtime.aclrtCreateStream(ctypes.byref(handle)) == 0
+    return handle.value
+
+
+def test_external_streams_take_torchs_work():
+    # torch.npu.ExternalStream, as torch.cuda.ExternalStream: work queued
+    # under it goes to the wrapped stream, in that stream's order.
+    handle = _stream_made_elsewhere()
+    ext = torch.npu.ExternalStream(handle)
+    assert isinstance(ext, torch.npu.Stream) and ext.npu_stream == handle
+    assert ext.device == torch.device("npu", 0) and ext.priority == 0
+    x = torch.arange(6.0, device="npu")
+    with torch.npu.stream(ext):
+        assert torch.npu.current_stream().npu_stream == handle
+        torch.npu._sleep(300 * torch.npu._cycles_per_ms())
+    assert not ext.query()  # the sleep went to the wrapped stream
+    with torch.npu.stream(ext):
+        y = x * 2
+        y.record_stream(ext)
+    ext.synchronize()
+    assert ext.query() and y.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    # A pool stream's handle wrapped again is the same queue.
+    s = torch.npu.Stream()
+    same = torch.npu.ExternalStream(s.npu_stream)
+    with torch.npu.stream(s):
+        torch.npu._sleep(300 * torch.npu._cycles_per_ms())
+    event = same.record_event()
+    assert not event.query()
+    event.synchronize()
+    assert s.query()
+    torch.npu.default_stream().wait_stream(ext)
+
+
+def test_external_stream_errors_are_clear():
+    with pytest.raises(ValueError, match="null; the default stream is torch.npu.default_stream"):
+        torch.npu.ExternalStream(0)
+    with pytest.raises(ValueError, match="not a stream handle"):
+        torch.npu.ExternalStream(0x1001)
+    with pytest.raises(TypeError, match="stream_ptr must be"):
+        torch.npu.ExternalStream("0x1000")
+    with pytest.raises(RuntimeError, match="priority"):
+        torch.npu.ExternalStream(_stream_made_elsewhere(), priority=-1)
 
 
 def test_host_returns_before_device_work_finishes():

@@ -46,9 +46,9 @@ thread_local std::array<c10::StreamId, kMaxDevices> tls_current_ids{};
 //   bits 5-9   its index in the pool
 //
 // and 0 is the device's default stream. An id with bit 0 clear other than 0
-// is left for external streams (created by other code and wrapped): their id
-// will be the runtime's handle itself, whose lowest bit is 0 (handles are
-// aligned). Ids are stable within a process: they round-trip through Python
+// is an external stream (created by other code and wrapped by
+// getStreamFromExternal, torch.npu.ExternalStream): its id is the runtime's
+// handle itself, whose lowest bit is 0 (handles are aligned). Ids are stable within a process: they round-trip through Python
 // (torch.npu.Stream's stream_id) and through pack3/unpack3.
 constexpr int kStreamTypeBits = 4;
 constexpr int kStreamIndexBits = 5;
@@ -121,10 +121,9 @@ aclrtStream NPUStream::stream() const {
   if (id == 0) {
     return default_stream_handle(device);
   }
-  TORCH_CHECK(
-      is_pool_stream(id),
-      "NPU stream id ", id, " on npu:", static_cast<int>(device),
-      " names an external stream (Note [StreamId assignment]), which torch-npu does not wrap yet");
+  if (!is_pool_stream(id)) {
+    return reinterpret_cast<aclrtStream>(id); // Note [StreamId assignment]
+  }
   const int level = level_of(id);
   TORCH_CHECK(
       level >= 0 && level < kPriorityLevels && pool_stream_id(level, index_of(id)) == id,
@@ -146,7 +145,8 @@ void NPUStream::synchronize() const {
 }
 
 int NPUStream::priority() const {
-  return id() != 0 && level_of(id()) == 1 ? kHighPriority : kNormalPriority;
+  // An external stream counts as normal: torch_npu wraps only those.
+  return id() != 0 && is_pool_stream(id()) && level_of(id()) == 1 ? kHighPriority : kNormalPriority;
 }
 
 NPUStream getStreamFromPool(const bool isHighPriority, c10::DeviceIndex device) {
@@ -159,6 +159,19 @@ NPUStream getStreamFromPool(const int priority, c10::DeviceIndex device) {
   auto& streams = all_streams()[device];
   const uint32_t index = streams.next[level].fetch_add(1) % kStreamsPerPool;
   return make_stream(device, pool_stream_id(level, static_cast<int>(index)));
+}
+
+NPUStream getStreamFromExternal(aclrtStream ext_stream, c10::DeviceIndex device) {
+  device = resolve_device(device);
+  const auto id = static_cast<c10::StreamId>(reinterpret_cast<intptr_t>(ext_stream));
+  // Note [StreamId assignment]: the handle is the id, so it must read as
+  // neither the default stream (0) nor a pool stream (bit 0 set).
+  TORCH_CHECK_VALUE(ext_stream != nullptr && !is_pool_stream(id),
+                    "ExternalStream: ", ext_stream, " is not a stream handle of the runtime (",
+                    ext_stream == nullptr ? "null; the default stream is torch.npu.default_stream()"
+                                          : "handles are aligned pointers",
+                    ")");
+  return make_stream(device, id);
 }
 
 NPUStream getDefaultNPUStream(c10::DeviceIndex device) {

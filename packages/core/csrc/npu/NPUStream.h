@@ -84,6 +84,13 @@ TORCH_NPU_API NPUStream getStreamFromPool(const bool isHighPriority = false,
                                          c10::DeviceIndex device = -1);
 TORCH_NPU_API NPUStream getStreamFromPool(const int priority,
                                          c10::DeviceIndex device = -1);
+
+// Wraps a stream the runtime created for other code (aclrtCreateStream in
+// another library), as c10::cuda::getStreamFromExternal: work and events
+// queued on the result go to that stream. The caller keeps it alive and
+// names its device. Raises for a null handle or one that cannot be a handle.
+TORCH_NPU_API NPUStream getStreamFromExternal(aclrtStream ext_stream, c10::DeviceIndex device = -1);
+
 TORCH_NPU_API NPUStream getDefaultNPUStream(c10::DeviceIndex device = -1);
 TORCH_NPU_API NPUStream getCurrentNPUStream(c10::DeviceIndex device = -1);
 // Sets the calling thread's current stream for the stream's device.

@@ -197,6 +197,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_can_device_access_peer", &can_device_access_peer);
   m.def("_utilization", &utilization);
   m.def("_launch_blocking", &launch_blocking);
+  // The library serving CANN's runtime API here (libascendcl.so or the
+  // simulator), for code that calls it directly (tests make streams there).
+  m.def("_runtime_library", &runtime_library);
   m.def("_set_sync_debug_mode", [](int mode) { set_sync_debug_mode(static_cast<SyncDebugMode>(mode)); });
   m.def("_get_sync_debug_mode", [] { return static_cast<int>(get_sync_debug_mode()); });
 
@@ -205,6 +208,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_default_stream", [](c10::DeviceIndex d) { return pack_stream(getDefaultNPUStream(d)); });
   m.def("_get_stream_from_pool", [](int priority, c10::DeviceIndex d) {
     return pack_stream(getStreamFromPool(priority, d));
+  });
+  m.def("_get_stream_from_external", [](uintptr_t handle, c10::DeviceIndex d) {
+    return pack_stream(getStreamFromExternal(reinterpret_cast<aclrtStream>(handle), d));
   });
   m.def("_set_current_stream", [](int64_t id, c10::DeviceIndex d) {
     setCurrentNPUStream(unpack_stream(id, d));

@@ -106,6 +106,7 @@ from .random import (
 from ._mstx import mstx
 from .streams import (
     Event,
+    ExternalStream,
     Stream,
     StreamContext,
     current_stream,
@@ -221,6 +222,7 @@ __all__ = [
     "DoubleTensor",
     "empty_cache",
     "Event",
+    "ExternalStream",
     "FloatTensor",
     "get_allocator_backend",
     "get_amp_supported_dtype",

@@ -121,9 +121,37 @@ class Stream(torch.Stream):
 
     def __repr__(self) -> str:
         return (
-            f"<torch_npu.npu.Stream device=npu:{self.device_index} "
+            f"<torch_npu.npu.{type(self).__name__} device=npu:{self.device_index} "
             f"npu_stream={self.npu_stream:#x}>"
         )
+
+
+class ExternalStream(Stream):
+    """A stream that other code created (its runtime handle, e.g. from a
+    library that calls aclrtCreateStream), wrapped so that torch's work and
+    events go to it, as torch.cuda.ExternalStream.
+
+    The stream is not owned: whoever created it keeps it alive while it is
+    used here, and ``stream_ptr`` must be a live stream of the runtime (as
+    with CUDA, another pointer is undefined behaviour). ``device`` must be
+    the stream's device (current device if None).
+
+    Args:
+        stream_ptr: the stream's handle, as an integer.
+        device: the stream's device.
+    """
+
+    def __new__(cls, stream_ptr: int, device: _DeviceLike = None, **kwargs: Any) -> "ExternalStream":
+        if kwargs.get("priority", 0) != 0:
+            raise RuntimeError("ExternalStream: the priority is the creator's; it cannot be given here")
+        if not isinstance(stream_ptr, int) or isinstance(stream_ptr, bool):
+            raise TypeError(f"ExternalStream: stream_ptr must be the stream's handle as an int, got "
+                            f"{type(stream_ptr).__name__}")
+        index = _get_device_index(device, optional=True)
+        _C._check_device_index(index)
+        _lazy_init()
+        stream_id, index = _C._get_stream_from_external(stream_ptr, index)
+        return torch.Stream.__new__(cls, stream_id=stream_id, device_index=index, device_type=_NPU_DEVICE_TYPE)
 
 
 class Event(torch.Event):
