@@ -125,24 +125,16 @@ def test_all_to_all_lists_send_recv_gather_scatter(tmp_path, world):
 
 def test_bad_input_fails_clearly_without_hanging(tmp_path):
     outputs = run_ranks(tmp_path, """
-        def error_of(fn):
-            try:
-                fn()
-                torch.npu.synchronize()
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-            return "no error"
-
         x = torch.arange(6.0).npu()
         # Refused on the host, before anything runs.
-        print(error_of(lambda: dist.all_to_all_single(torch.empty(6).npu(), x, [3, 3], [2, 2])))
-        print(error_of(lambda: dist.all_to_all_single(torch.empty(6).npu(), x, [3, 3], [6])))
-        print(error_of(lambda: dist.all_to_all_single(torch.empty(5).npu(), torch.arange(5.0).npu())))
-        print(error_of(lambda: dist.recv(torch.empty(2).npu())))
-        print(error_of(lambda: dist.send(torch.ones(2).npu(), dst=7)))
+        print(error_after_sync(lambda: dist.all_to_all_single(torch.empty(6).npu(), x, [3, 3], [2, 2])))
+        print(error_after_sync(lambda: dist.all_to_all_single(torch.empty(6).npu(), x, [3, 3], [6])))
+        print(error_after_sync(lambda: dist.all_to_all_single(torch.empty(5).npu(), torch.arange(5.0).npu())))
+        print(error_after_sync(lambda: dist.recv(torch.empty(2).npu())))
+        print(error_after_sync(lambda: dist.send(torch.ones(2).npu(), dst=7)))
         # The backend's own check, for callers that bypass torch.distributed's.
         group = dist.distributed_c10d._get_default_group()
-        print(error_of(lambda: group.send([torch.ones(2).npu()], 7, 0).wait()))
+        print(error_after_sync(lambda: group.send([torch.ones(2).npu()], 7, 0).wait()))
         # The group still works after refused calls.
         t = torch.ones(2).npu()
         dist.all_reduce(t)
@@ -150,7 +142,7 @@ def test_bad_input_fails_clearly_without_hanging(tmp_path):
         # Ranks that disagree on the split sizes: every rank fails, naming both
         # sides, instead of moving wrong data.
         out_splits = [3, 3] if rank == 0 else [2, 4]
-        print(error_of(lambda: dist.all_to_all_single(torch.empty(6).npu(), x, out_splits,
+        print(error_after_sync(lambda: dist.all_to_all_single(torch.empty(6).npu(), x, out_splits,
                                                       [3, 3])).splitlines()[0])
         dist.destroy_process_group()
     """)
@@ -229,24 +221,17 @@ def test_uneven_collectives_refuse_bad_splits(tmp_path):
     outputs = run_ranks(tmp_path, """
         from torch_npu.distributed import (all_gather_into_tensor_uneven,
                                            reduce_scatter_tensor_uneven)
-        def error_of(fn):
-            try:
-                fn()
-                torch.npu.synchronize()
-            except Exception as e:
-                return f"{type(e).__name__}: {e}".splitlines()[0]
-            return "no error"
-        print(error_of(lambda: all_gather_into_tensor_uneven(
+        print(error_after_sync(lambda: all_gather_into_tensor_uneven(
             torch.empty(5).npu(), torch.ones(2).npu(), [2, 2])))
-        print(error_of(lambda: all_gather_into_tensor_uneven(
+        print(error_after_sync(lambda: all_gather_into_tensor_uneven(
             torch.empty(5).npu(), torch.ones(2).npu(), [2, 2, 1])))
-        print(error_of(lambda: all_gather_into_tensor_uneven(
+        print(error_after_sync(lambda: all_gather_into_tensor_uneven(
             torch.empty(5).npu(), torch.ones(4).npu(), [2, 3] if rank == 0 else [4, 1])))
-        print(error_of(lambda: reduce_scatter_tensor_uneven(
+        print(error_after_sync(lambda: reduce_scatter_tensor_uneven(
             torch.empty(1).npu(), torch.ones(5).npu(), [3, 2])))
         # The ranks disagree: rank 0 thinks it owns 3 rows, rank 1 thinks 2.
         splits = [3, 2] if rank == 0 else [2, 3]
-        print(error_of(lambda: reduce_scatter_tensor_uneven(
+        print(error_after_sync(lambda: reduce_scatter_tensor_uneven(
             torch.empty(splits[rank]).npu(), torch.ones(5).npu(), splits)))
         os._exit(0)  # the communicator has failed; nothing to tear down
     """)
@@ -284,12 +269,6 @@ def test_all_to_all_vc_follows_the_count_matrix(tmp_path, world):
         all_to_all_vc(out, send.npu(), even, async_op=True).wait()
         assert torch.equal(out.cpu(), torch.stack([torch.arange(2.0 * rank, 2.0 * rank + 2) + 10 * s
                                                    for s in range(world)]))
-        def error_of(fn):
-            try:
-                fn()
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-            return "no error"
         print(error_of(lambda: all_to_all_vc(out, send.npu(), even[1:])))
         print(error_of(lambda: all_to_all_vc(out, torch.ones(3).npu(), even)))
         print(error_of(lambda: all_to_all_vc(out, send.npu().t(), even)))

@@ -26,6 +26,22 @@ import torch.distributed as dist
 rank, world = int(sys.argv[1]), int(sys.argv[2])
 torch.npu.set_device(rank)
 dist.init_process_group("hccl", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=world)
+
+
+def error_of(fn, synchronize=False):
+    # What fn() (then a synchronize, if asked) raised, as one line
+    # "<type>: <message>"; "no error" if nothing.
+    try:
+        fn()
+        if synchronize:
+            torch.npu.synchronize()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}".replace("\\n", " ")
+    return "no error"
+
+
+def error_after_sync(fn):
+    return error_of(fn, synchronize=True)
 """
 
 
@@ -302,13 +318,6 @@ def test_subgroups_and_the_default_backend(tmp_path):
 
 def test_bad_input_says_what_to_do(tmp_path):
     outputs = run_ranks(tmp_path, """
-        def error_of(fn):
-            try:
-                fn()
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-            return "no error"
-
         print(error_of(lambda: dist.all_reduce(torch.ones(2).npu(), op=dist.ReduceOp.BAND)))
         print(error_of(lambda: dist.all_reduce(torch.ones(4, 4).npu().t())))
         print(error_of(lambda: dist.all_gather_into_tensor(torch.empty(3).npu(),
@@ -355,13 +364,6 @@ def test_a_rank_that_dies_fails_the_collective_on_the_others(tmp_path):
 
 def test_mismatched_collectives_fail_every_rank_and_abort_the_group(tmp_path):
     outputs = run_ranks(tmp_path, """
-        def error_of(fn):
-            try:
-                fn()
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
-            return "no error"
-
         t = torch.ones(1024).npu()
         dist.all_reduce(t)  # matched: collective #1
         # Collective #2: all_reduce on rank 0, broadcast on rank 1.
@@ -369,16 +371,16 @@ def test_mismatched_collectives_fail_every_rank_and_abort_the_group(tmp_path):
             dist.all_reduce(t)
         else:
             dist.broadcast(t, src=0)
-        print(error_of(torch.npu.synchronize).replace("\\n", " "))
+        print(error_of(torch.npu.synchronize))
         # The group's communicator is aborted: a later call fails at once.
-        print(error_of(lambda: dist.all_reduce(t)).replace("\\n", " "))
+        print(error_of(lambda: dist.all_reduce(t)))
         # Another group of the same ranks is unaffected; there a shape mismatch.
         other = dist.new_group(backend="hccl")
         u = torch.full((4,), rank + 1.0).npu()
         dist.all_reduce(u, group=other)
         print(u.tolist())
         dist.all_reduce(torch.ones(8 if rank == 0 else 6).npu(), group=other)
-        print(error_of(torch.npu.synchronize).replace("\\n", " "))
+        print(error_of(torch.npu.synchronize))
         dist.destroy_process_group()
     """)
     for rank, out in enumerate(outputs):
@@ -401,12 +403,6 @@ def test_reinit_process_group_rebuilds_failed_communicators(tmp_path):
     # group's collectives work again, without destroying it.
     outputs = run_ranks(tmp_path, """
         import torch_npu.distributed as npu_dist
-        def error_of(fn):
-            try:
-                fn()
-            except Exception as e:
-                return f"{type(e).__name__}: {e}".replace("\\n", " ")
-            return "no error"
         assert dist.reinit_process_group is npu_dist.reinit_process_group  # as torch_npu patches it
         t = torch.ones(1024).npu()
         dist.all_reduce(t)
@@ -671,8 +667,9 @@ def test_memory_reuse_keeps_the_use_of_tensors_from_other_streams(tmp_path, monk
 
 def test_bad_multi_stream_memory_reuse_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("MULTI_STREAM_MEMORY_REUSE", "5")
-    prelude = PRELUDE.replace("dist.init_process_group(", "try:\n    dist.init_process_group(")
-    prelude += "except Exception as e:\n    print(type(e).__name__, e)\n"
+    init = 'dist.init_process_group("hccl", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=world)\n'
+    assert init in PRELUDE
+    prelude = PRELUDE.replace(init, f"try:\n    {init}except Exception as e:\n    print(type(e).__name__, e)\n")
     outputs = run_ranks(tmp_path, "", world=1, prelude=prelude)
     assert "MULTI_STREAM_MEMORY_REUSE='5' is not valid" in outputs[0], outputs[0]
     assert "use 0" in outputs[0]

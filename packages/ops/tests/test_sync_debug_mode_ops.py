@@ -5,26 +5,10 @@ runs synchronously for reasons of its own do not."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 import torch_npu  # noqa: F401
-
-MESSAGE = "called a synchronizing NPU operation"
-
-
-@pytest.fixture(autouse=True)
-def _reset_mode():
-    yield
-    torch.npu.set_sync_debug_mode("default")
-
-
-def warnings_of(fn) -> list[str]:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        fn()
-    return [str(w.message) for w in caught if MESSAGE in str(w.message)]
+from torch_npu.npu._testing import SYNC_MESSAGE, sync_debug_mode
 
 
 def test_ops_with_value_dependent_sizes_warn_and_refuse():
@@ -37,27 +21,22 @@ def test_ops_with_value_dependent_sizes_warn_and_refuse():
         "argwhere": lambda: torch.argwhere(x),
         "repeat_interleave": lambda: torch.repeat_interleave(torch.tensor([1, 2]).npu()),
     }
-    torch.npu.set_sync_debug_mode("warn")
     for name, fn in ops.items():
-        assert warnings_of(fn), name
-    torch.npu.set_sync_debug_mode("error")
-    for name, fn in ops.items():
-        with pytest.raises(RuntimeError, match=MESSAGE):
+        with sync_debug_mode("warn") as caught:
             fn()
-    torch.npu.set_sync_debug_mode("default")
+        assert caught, name
+        with sync_debug_mode("error"), pytest.raises(RuntimeError, match=SYNC_MESSAGE):
+            fn()
     assert x.nonzero().cpu().flatten().tolist() == [1, 3, 4]
 
 
 def test_ops_queued_or_synchronous_for_the_backends_own_reasons_do_not():
     x = torch.randn(4, 6).npu()
     index = torch.tensor([0, 2]).npu()
-    torch.npu.set_sync_debug_mode("error")
-
-    def work():
+    with sync_debug_mode("error") as caught:
         y = torch.nn.functional.layer_norm(x, (6,))
         y = y + x * 2
         y.sum(dim=1)
         x[index]
         torch.nn.functional.batch_norm(x, None, None, training=True)
-
-    assert warnings_of(work) == []
+    assert caught == []
