@@ -13,8 +13,13 @@
 // and convolutions fastest in fp16/bf16 (cube units), while reductions,
 // transcendental functions, norms and losses need fp32 range or accuracy.
 #include <ATen/autocast_mode.h>
+#include <ATen/ops/_native_multi_head_attention.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 #include <torch/version.h>
+
+#include <optional>
+#include <tuple>
 
 namespace torch_npu_ops {
 namespace {
@@ -42,6 +47,35 @@ Tensor binary_cross_entropy_banned(
       "the autocast region (after casting its inputs to float32).");
 }
 
+// Note [The fused attention path under autocast]
+// torch declines the fused evaluation path of nn.MultiheadAttention under
+// autocast (`torch.is_autocast_enabled()`), but torch 2.13 asks that of
+// CUDA's autocast only: under npu autocast eval-mode MultiheadAttention
+// called _native_multi_head_attention uncast and returned a float32 output,
+// where CUDA's unfused path returns the autocast dtype (its projections are
+// autocast linears). So the op is cast here: its inputs to the autocast
+// dtype, as linear's are, and its attention weights back to float32, which
+// is what the unfused path's softmax (an fp32 op) gives. The dtypes are
+// then CUDA's; the values are close to, not the bits of, the unfused path's.
+// (nn.TransformerEncoderLayer's fused path returns float32, as CUDA's
+// unfused one does after its final layer norm: nothing to do there. torch
+// 2.14 asks every device's autocast and declines both paths itself.)
+std::tuple<Tensor, Tensor> native_multi_head_attention_autocast(
+    const Tensor& query, const Tensor& key, const Tensor& value, int64_t embed_dim, int64_t num_head,
+    const Tensor& qkv_weight, const Tensor& qkv_bias, const Tensor& proj_weight, const Tensor& proj_bias,
+    const std::optional<Tensor>& mask, bool need_weights, bool average_attn_weights,
+    std::optional<int64_t> mask_type) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastPrivateUse1);
+  const ScalarType dtype = at::autocast::get_autocast_dtype(c10::DeviceType::PrivateUse1);
+  const auto cast = [dtype](const auto& t) {
+    return at::autocast::cached_cast(dtype, t, c10::DeviceType::PrivateUse1);
+  };
+  auto [output, weights] = at::_native_multi_head_attention(
+      cast(query), cast(key), cast(value), embed_dim, num_head, cast(qkv_weight), cast(qkv_bias),
+      cast(proj_weight), cast(proj_bias), cast(mask), need_weights, average_attn_weights, mask_type);
+  return {output, weights.defined() ? weights.to(at::kFloat) : weights};
+}
+
 } // namespace
 
 // Everything without an autocast policy runs as if autocast were off.
@@ -59,16 +93,9 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_LOWER_PRECISION_FP(TORCH_NPU_LOWER_PRECISION_FP)
 #undef TORCH_NPU_LOWER_PRECISION_FP
 
-  // The fused evaluation paths of nn.MultiheadAttention and
-  // nn.TransformerEncoderLayer. torch declines them under CUDA's autocast
-  // only (its check, torch.is_autocast_enabled(), asks CUDA's state), so
-  // under npu autocast they ran uncast, in fp32, and returned fp32 where
-  // CUDA's unfused path returns the autocast dtype (and CPU autocast, whose
-  // kernels autocast their inner matmuls, too). Cast, they return it: the
-  // fused kernel then computes in the autocast dtype throughout, so the
-  // values are close to, not the bits of, CUDA's or the CPU's.
-  KERNEL_PRIVATEUSEONE(_native_multi_head_attention, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(_transformer_encoder_layer_fwd, lower_precision_fp)
+  // Note [The fused attention path under autocast]
+  m.impl(TORCH_SELECTIVE_NAME("aten::_native_multi_head_attention"),
+         TORCH_FN(native_multi_head_attention_autocast));
 
   // Inputs cast to fp32: exp/log family, pow, norms, losses, distances,
   // upsampling.

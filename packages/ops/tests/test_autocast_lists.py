@@ -210,15 +210,14 @@ def test_cuda_only_entries_have_no_npu_autocast_kernel():
         assert _cuda_only(f"aten::{op}")
 
 
-def test_npu_autocast_kernels_are_cudas_plus_cross_entropy_and_the_fused_attention_paths():
+def test_npu_autocast_kernels_are_cudas_plus_cross_entropy_and_the_fused_attention_path():
     # CUDA builds of torch also register autocast kernels for cuDNN-only ops
     # (_cudnn_rnn) outside the shared lists; every other CUDA autocast op,
     # including ones a torch release adds by hand, must autocast on npu too.
-    # The fused attention paths autocast on npu only: torch keeps CUDA's
-    # autocast away from them (Autocast.cpp says why npu casts them).
+    # The fused attention path autocasts on npu only: torch 2.13 keeps CUDA's
+    # autocast away from it (Note [The fused attention path under autocast]).
     names = torch._C._dispatch_get_all_op_names()
     npu = {n for n in names if _has_kernel(n, "AutocastPrivateUse1")}
     cuda = {n for n in names if _has_kernel(n, "AutocastCUDA")}
-    assert npu - cuda == {"aten::cross_entropy_loss", "aten::_native_multi_head_attention",
-                          "aten::_transformer_encoder_layer_fwd"}
+    assert npu - cuda == {"aten::cross_entropy_loss", "aten::_native_multi_head_attention"}
     assert {n for n in cuda - npu if not _cuda_only(n)} == set()
