@@ -24,15 +24,18 @@
 namespace torch_npu_ops {
 namespace {
 
+// Argument `index` of `op`'s call on top of `stack` (a boxed kernel's view).
+const c10::IValue& argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t index) {
+  return stack[stack.size() - op.schema().arguments().size() + index];
+}
+
 // multinomial (and .out): the CPU kernel refuses more categories than a
 // float32 counts exactly, and more samples than categories without
 // replacement; the meta kernel checks neither.
 void multinomial_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& arguments = op.schema().arguments();
-  const size_t first = stack->size() - arguments.size();
-  const c10::IValue& self = (*stack)[first];
-  const c10::IValue& num_samples = (*stack)[first + 1];
-  const c10::IValue& replacement = (*stack)[first + 2];
+  const c10::IValue& self = argument(op, *stack, 0);
+  const c10::IValue& num_samples = argument(op, *stack, 1);
+  const c10::IValue& replacement = argument(op, *stack, 2);
   if (self.isTensor() && num_samples.isInt() && replacement.isBool()) {
     const at::Tensor& probabilities = self.toTensor();
     const int64_t n_sample = num_samples.toInt();
@@ -55,9 +58,7 @@ void multinomial_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack)
 // randperm.out are composite and reach this overload; registering them here
 // would bypass the composite, and with it the npu generator it passes on.
 void randperm_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& arguments = op.schema().arguments();
-  const size_t first = stack->size() - arguments.size();
-  const c10::IValue& n = (*stack)[first];
+  const c10::IValue& n = argument(op, *stack, 0);
   const c10::IValue& out = stack->back();
   if (n.isInt() && n.toInt() >= 0 && out.isTensor() && out.toTensor().defined()) {
     const at::Tensor probe = at::empty({0}, at::TensorOptions().dtype(out.toTensor().scalar_type()));
@@ -72,8 +73,7 @@ void randperm_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // it surfaced at a later synchronization and spoilt the next test's op; the
 // same check is made here, on npu, with the host waiting as on CUDA.
 void linalg_eig_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& arguments = op.schema().arguments();
-  const c10::IValue& self = (*stack)[stack->size() - arguments.size()];
+  const c10::IValue& self = argument(op, *stack, 0);
   if (self.isTensor() && self.toTensor().defined()) {
     TORCH_CHECK(at::isfinite(self.toTensor()).all().item<bool>(),
                 "torch.linalg.eig: input tensor should not contain infs or NaNs.");
@@ -88,10 +88,8 @@ void linalg_eig_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
 // the CPU kernel makes it: after the input's rank and sizes passed its
 // meta function's checks.
 void fractional_max_pool3d_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& arguments = op.schema().arguments();
-  const size_t first = stack->size() - arguments.size();
-  const c10::IValue& self = (*stack)[first];
-  const c10::IValue& random_samples = (*stack)[first + 3];
+  const c10::IValue& self = argument(op, *stack, 0);
+  const c10::IValue& random_samples = argument(op, *stack, 3);
   if (self.isTensor() && random_samples.isTensor()) {
     const at::Tensor& input = self.toTensor();
     const at::Tensor& samples = random_samples.toTensor();
@@ -112,10 +110,8 @@ void fractional_max_pool3d_on_npu(const c10::OperatorHandle& op, torch::jit::Sta
 // signature leaves sizes out. The same view, of a meta tensor, gives the
 // CPU's error at the call (after the kernel's check of the indices' dtype).
 void embedding_dense_backward_on_npu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& arguments = op.schema().arguments();
-  const size_t first = stack->size() - arguments.size();
-  const c10::IValue& grad = (*stack)[first];
-  const c10::IValue& indices = (*stack)[first + 1];
+  const c10::IValue& grad = argument(op, *stack, 0);
+  const c10::IValue& indices = argument(op, *stack, 1);
   if (grad.isTensor() && indices.isTensor() && grad.toTensor().defined() && indices.toTensor().defined() &&
       grad.toTensor().dim() > 0 &&
       (indices.toTensor().scalar_type() == at::kLong || indices.toTensor().scalar_type() == at::kInt)) {
